@@ -1,0 +1,1 @@
+"""capjudge.judges: the judge client, the two rubric judges and their parsers."""

@@ -1,0 +1,100 @@
+"""A persistent cache of judge replies in one SQLite file.
+
+The key is a hash of the complete request body (model, messages with the image bytes, sampling and logprob
+settings), the judge's version string and a sample index. The sample index is what makes repeated sampling
+at temperature > 0 possible on purpose: the same request with another index is another cache row. The API
+key is not part of the body, so it never reaches the file.
+
+SQLite in WAL mode gives many readers and one writer at a time across threads and processes; each thread
+holds its own connection (sqlite3 connections must not cross threads) and a busy timeout turns a
+concurrent write into a short wait instead of an error.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import threading
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, Mapping
+
+from capjudge.judges.types import JudgeReply, TokenLogprob, Usage
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS replies (
+    key TEXT PRIMARY KEY,
+    judge_version TEXT NOT NULL,
+    model TEXT,
+    created REAL NOT NULL,
+    reply TEXT NOT NULL
+)
+"""
+
+
+def request_key(body: Mapping[str, Any], judge_version: str, sample_index: int) -> str:
+    canonical = json.dumps(
+        {"body": body, "judge_version": judge_version, "sample_index": sample_index},
+        sort_keys=True,
+        ensure_ascii=False,
+        separators=(",", ":"),
+    )
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+def reply_to_json(reply: JudgeReply) -> str:
+    data = asdict(reply)
+    data.pop("cached")
+    return json.dumps(data, ensure_ascii=False)
+
+
+def reply_from_json(text: str) -> JudgeReply:
+    data = json.loads(text)
+    logprobs = data.get("logprobs")
+    return JudgeReply(
+        content=data.get("content"),
+        logprobs=None
+        if logprobs is None
+        else tuple(
+            TokenLogprob(item["token"], item["logprob"], tuple((t, lp) for t, lp in item.get("top", ())))
+            for item in logprobs
+        ),
+        finish_reason=data.get("finish_reason"),
+        model=data.get("model"),
+        usage=Usage(**data.get("usage", {})),
+        cached=True,
+    )
+
+
+class ReplyCache:
+    def __init__(self, path: Path | str):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._local = threading.local()
+        with self._connection() as conn:
+            conn.execute(SCHEMA)
+
+    def _connection(self) -> sqlite3.Connection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = sqlite3.connect(self.path, timeout=60.0, isolation_level=None)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            self._local.conn = conn
+        return conn
+
+    def get(self, key: str) -> JudgeReply | None:
+        row = self._connection().execute("SELECT reply FROM replies WHERE key = ?", (key,)).fetchone()
+        return reply_from_json(row[0]) if row else None
+
+    def put(self, key: str, judge_version: str, reply: JudgeReply) -> None:
+        # INSERT OR IGNORE: when two processes judged the same request at once, the first row stays.
+        self._connection().execute(
+            "INSERT OR IGNORE INTO replies (key, judge_version, model, created, reply) VALUES (?, ?, ?, ?, ?)",
+            (key, judge_version, reply.model, time.time(), reply_to_json(reply)),
+        )
+
+    def __len__(self) -> int:
+        return self._connection().execute("SELECT COUNT(*) FROM replies").fetchone()[0]

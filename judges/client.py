@@ -1,0 +1,326 @@
+"""The one judge client every judge uses: OpenAI, Azure OpenAI, or any OpenAI-compatible server.
+
+Design choices, and why:
+- One HTTP path. `judge` is synchronous (lmms-eval calls `process_results` from worker threads); the async
+  `ajudge`/`ajudge_many` run that same path on a thread pool. A single `threading.BoundedSemaphore` is then
+  the process-wide bound on requests in flight, whichever API the caller used.
+- The retry loop is ours, not the SDK's (the SDK client is built with max_retries=0): every attempt's outcome
+  is recorded in the result, the attempt budget is bounded and explicit, and a reply the judge's parser
+  rejects can be re-asked through the same loop. The SDK still does the HTTP, the typed errors we classify
+  on, and response parsing.
+- The cache is consulted before every request, per (request, judge version, sample index). A re-ask after a
+  rejected reply uses the next sample index, so a rerun replays the same sequence from the cache with zero
+  requests instead of getting the same bad reply forever.
+- The API key lives only inside the SDK client. Everything this module records (attempt details, failure
+  details, log lines) passes through `redact` first, in case a server echoes it back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import threading
+import time
+from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+from typing import Any, Callable, Iterable, Sequence, TypeVar
+
+import openai
+
+from capjudge.judges.cache import ReplyCache, request_key
+from capjudge.judges.config import JudgeConfig
+from capjudge.judges.types import (
+    Attempt,
+    ChatRequest,
+    JudgeOutcome,
+    JudgeReply,
+    ParseFailure,
+    TokenLogprob,
+    Usage,
+)
+
+T = TypeVar("T")
+Parser = Callable[[JudgeReply], "T | ParseFailure"]
+
+log = logging.getLogger(__name__)
+
+
+class TransportError(Exception):
+    """An attempt that may succeed if repeated (429, 5xx, timeout, connection, malformed response)."""
+
+    def __init__(self, outcome: str, detail: str, retry_after: float | None = None):
+        super().__init__(f"{outcome}: {detail}")
+        self.outcome = outcome
+        self.detail = detail
+        self.retry_after = retry_after
+
+
+class RequestRejected(Exception):
+    """A 4xx other than 429: repeating the same request cannot help (bad model name, bad key, bad body)."""
+
+    def __init__(self, status: int, detail: str):
+        super().__init__(f"http_{status}: {detail}")
+        self.status = status
+        self.detail = detail
+
+
+class JudgeClient:
+    def __init__(self, config: JudgeConfig, *, sleep: Callable[[float], None] = time.sleep):
+        config.validate()
+        self.config = config
+        self._sleep = sleep
+        self._slots = threading.BoundedSemaphore(config.max_concurrency)
+        self._cache = ReplyCache(config.cache_path) if config.use_cache and config.cache_path else None
+        self._usage: dict[str, Usage] = defaultdict(Usage)
+        self._cache_hits: dict[str, int] = defaultdict(int)
+        self._usage_lock = threading.Lock()
+        self._sdk = self._build_sdk_client(config)
+        self._executor: ThreadPoolExecutor | None = None
+        self._executor_lock = threading.Lock()
+
+    @staticmethod
+    def _build_sdk_client(config: JudgeConfig) -> openai.OpenAI:
+        import httpx
+
+        # Enough pooled connections for every slot, so the semaphore, not the pool, is the bound.
+        http_client = httpx.Client(
+            limits=httpx.Limits(max_connections=config.max_concurrency + 4, max_keepalive_connections=config.max_concurrency),
+            timeout=config.timeout,
+        )
+        common: dict[str, Any] = {"timeout": config.timeout, "max_retries": 0, "http_client": http_client}
+        if config.api_type == "azure":
+            return openai.AzureOpenAI(
+                api_key=config.api_key,
+                azure_endpoint=config.azure_endpoint,
+                api_version=config.api_version,
+                **common,
+            )
+        # Local servers accept any key; the SDK refuses to start without one.
+        return openai.OpenAI(api_key=config.api_key or "not-needed-for-local-server", base_url=config.base_url, **common)
+
+    # ----------------------------------------------------------------------------------------------
+    # Public API
+
+    def judge(
+        self,
+        request: ChatRequest,
+        parse: Callable[[JudgeReply], Any],
+        *,
+        judge_version: str,
+        max_tries: int = 1,
+        first_sample_index: int = 0,
+    ) -> JudgeOutcome[Any]:
+        """Ask, parse, and re-ask (up to `max_tries` replies) while the parser rejects the reply.
+
+        Transport failures are retried inside each try (up to `config.max_attempts`); when they are exhausted
+        the outcome is a `request_failed` failure, not an exception, so one bad item never ends a run.
+        """
+        if max_tries < 1:
+            raise ValueError(f"max_tries must be at least 1, got {max_tries}")
+        body = request.body(self.config.model)
+        attempts: list[Attempt] = []
+        replies: list[JudgeReply] = []
+        usage = Usage()
+        failure: ParseFailure | None = None
+        for sample_index in range(first_sample_index, first_sample_index + max_tries):
+            try:
+                reply = self._reply_for(body, judge_version, sample_index, attempts)
+            except (TransportError, RequestRejected) as error:
+                failure = ParseFailure("request_failed", self.redact(str(error)))
+                break
+            replies.append(reply)
+            if not reply.cached:  # a cached reply cost nothing this time
+                usage = usage + reply.usage
+            parsed = parse(reply)
+            if not isinstance(parsed, ParseFailure):
+                self._account(judge_version, usage, replies)
+                return JudgeOutcome(parsed, None, tuple(replies), tuple(attempts), usage)
+            failure = ParseFailure(parsed.kind, self.redact(parsed.detail), parsed.data)
+            attempts.append(Attempt(f"parse:{parsed.kind}", 0.0, sample_index, self.redact(parsed.detail)[:200]))
+        self._account(judge_version, usage, replies)
+        assert failure is not None
+        return JudgeOutcome(None, failure, tuple(replies), tuple(attempts), usage)
+
+    async def ajudge(self, request: ChatRequest, parse: Callable[[JudgeReply], Any], **kwargs: Any) -> JudgeOutcome[Any]:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._pool(), lambda: self.judge(request, parse, **kwargs))
+
+    async def ajudge_many(
+        self, requests: Iterable[ChatRequest], parse: Callable[[JudgeReply], Any], **kwargs: Any
+    ) -> list[JudgeOutcome[Any]]:
+        """Judge a batch concurrently (bounded by `max_concurrency`); results keep the input order."""
+        return list(await asyncio.gather(*(self.ajudge(request, parse, **kwargs) for request in requests)))
+
+    def judge_many(self, requests: Sequence[ChatRequest], parse: Callable[[JudgeReply], Any], **kwargs: Any) -> list[JudgeOutcome[Any]]:
+        """Synchronous front for `ajudge_many`, for scripts and the CLI."""
+        return asyncio.run(self.ajudge_many(requests, parse, **kwargs))
+
+    def usage(self) -> dict[str, dict[str, int]]:
+        """Tokens, requests and cache hits per judge version, for results files."""
+        with self._usage_lock:
+            return {
+                version: {
+                    "prompt_tokens": used.prompt_tokens,
+                    "completion_tokens": used.completion_tokens,
+                    "requests": used.requests,
+                    "cache_hits": self._cache_hits[version],
+                }
+                for version, used in self._usage.items()
+            }
+
+    def redact(self, text: str) -> str:
+        key = self.config.api_key
+        if key and len(key) >= 4 and key in text:
+            text = text.replace(key, "[REDACTED]")
+        return text
+
+    def close(self) -> None:
+        if self._executor is not None:
+            self._executor.shutdown(wait=False)
+        self._sdk.close()
+
+    # ----------------------------------------------------------------------------------------------
+    # Internals
+
+    def _pool(self) -> ThreadPoolExecutor:
+        with self._executor_lock:
+            if self._executor is None:
+                self._executor = ThreadPoolExecutor(self.config.max_concurrency, thread_name_prefix="capjudge-judge")
+            return self._executor
+
+    def _account(self, judge_version: str, usage: Usage, replies: list[JudgeReply]) -> None:
+        with self._usage_lock:
+            self._usage[judge_version] = self._usage[judge_version] + usage
+            self._cache_hits[judge_version] += sum(reply.cached for reply in replies)
+
+    def _reply_for(self, body: dict[str, Any], judge_version: str, sample_index: int, attempts: list[Attempt]) -> JudgeReply:
+        key = request_key(body, judge_version, sample_index)
+        if self._cache is not None:
+            cached = self._cache.get(key)
+            if cached is not None:
+                attempts.append(Attempt("cache_hit", 0.0, sample_index))
+                return cached
+        reply = self._request_with_retries(body, sample_index, attempts)
+        if self._cache is not None:
+            self._cache.put(key, judge_version, reply)
+        return reply
+
+    def _request_with_retries(self, body: dict[str, Any], sample_index: int, attempts: list[Attempt]) -> JudgeReply:
+        last_error: TransportError | None = None
+        for attempt_number in range(self.config.max_attempts):
+            started = time.monotonic()
+            try:
+                with self._slots:
+                    reply = self._request_once(body)
+            except TransportError as error:
+                attempts.append(Attempt(error.outcome, time.monotonic() - started, sample_index, self.redact(error.detail)[:200]))
+                last_error = error
+                if attempt_number + 1 < self.config.max_attempts:
+                    delay = self._backoff(attempt_number, error.retry_after)
+                    log.warning("judge request %s; retrying in %.2fs", error.outcome, delay)
+                    self._sleep(delay)
+                continue
+            except RequestRejected as error:
+                attempts.append(Attempt(f"http_{error.status}", time.monotonic() - started, sample_index, self.redact(error.detail)[:200]))
+                raise
+            attempts.append(Attempt("ok", time.monotonic() - started, sample_index))
+            return reply
+        assert last_error is not None
+        raise TransportError(
+            last_error.outcome, f"gave up after {self.config.max_attempts} attempts; last: {last_error.detail}"
+        )
+
+    def _backoff(self, attempt_number: int, retry_after: float | None) -> float:
+        """Full-jitter exponential backoff, but never sooner than the server's Retry-After."""
+        ceiling = min(self.config.backoff_max, self.config.backoff_initial * (2**attempt_number))
+        delay = random.uniform(0, ceiling)
+        if retry_after is not None:
+            delay = max(delay, min(retry_after, self.config.backoff_max))
+        return delay
+
+    def _request_once(self, body: dict[str, Any]) -> JudgeReply:
+        try:
+            completion = self._sdk.chat.completions.create(**body)
+        except openai.APITimeoutError as error:
+            raise TransportError("timeout", type(error).__name__) from None
+        except openai.APIConnectionError as error:
+            raise TransportError("connection", f"{type(error).__name__}: {error}") from None
+        except openai.APIStatusError as error:
+            status = error.status_code
+            if status == 429 or status >= 500 or status == 408:
+                raise TransportError(f"http_{status}", _short(error), _retry_after(error.response)) from None
+            raise RequestRejected(status, _short(error)) from None
+        except (openai.APIResponseValidationError, ValueError) as error:
+            # A 200 whose body is not a chat completion (truncated or malformed JSON).
+            raise TransportError("bad_response", f"{type(error).__name__}: {str(error)[:200]}") from None
+        reply = _reply_from_completion(completion)
+        if reply.content is not None and self.redact(reply.content) != reply.content:
+            # A server that echoes the key must not get it into parsers, caches or results.
+            reply = replace(reply, content=self.redact(reply.content))
+        return reply
+
+
+def _short(error: openai.APIStatusError) -> str:
+    return f"{error.status_code} {str(error.message)[:200]}"
+
+
+def _retry_after(response: Any) -> float | None:
+    """Seconds the server asked us to wait (`retry-after-ms` or `retry-after`, seconds form)."""
+    headers = getattr(response, "headers", None) or {}
+    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+        value = headers.get(name)
+        if value is not None:
+            try:
+                return max(0.0, float(value) * scale)
+            except ValueError:
+                continue  # an HTTP-date: rare for APIs; fall back to backoff
+    return None
+
+
+def _reply_from_completion(completion: Any) -> JudgeReply:
+    choices = getattr(completion, "choices", None)
+    if not choices:
+        raise TransportError("bad_response", "response has no choices")
+    choice = choices[0]
+    message = choice.message
+    content = message.content if message is not None else None
+    logprobs = None
+    if choice.logprobs is not None and choice.logprobs.content is not None:
+        logprobs = tuple(
+            TokenLogprob(
+                token=item.token,
+                logprob=float(item.logprob),
+                top=tuple((alt.token, float(alt.logprob)) for alt in (item.top_logprobs or ())),
+            )
+            for item in choice.logprobs.content
+        )
+    usage = completion.usage
+    return JudgeReply(
+        content=content,
+        logprobs=logprobs,
+        finish_reason=choice.finish_reason,
+        model=completion.model,
+        usage=Usage(
+            prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
+            completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
+            requests=1,
+        ),
+    )
+
+
+# One client per process per configuration, so every task and thread shares the concurrency bound and the
+# cache connection pool.
+_shared: dict[JudgeConfig, JudgeClient] = {}
+_shared_lock = threading.Lock()
+
+
+def shared_client(config: JudgeConfig | None = None, **overrides: Any) -> JudgeClient:
+    """The process-wide client for `config` (default: from the environment, with `overrides`)."""
+    config = config or JudgeConfig.from_env(**overrides)
+    with _shared_lock:
+        client = _shared.get(config)
+        if client is None:
+            client = _shared[config] = JudgeClient(config)
+        return client

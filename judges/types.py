@@ -1,0 +1,149 @@
+"""Plain data that crosses the boundary between the judge client and the judges.
+
+A judge builds a `ChatRequest`, the client turns it into one or more HTTP calls and hands back `JudgeReply`
+objects, and the judge's parser turns a reply into its own typed result or a `ParseFailure`. Everything here
+is frozen so a result can be cached, logged and compared without defensive copies.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+from dataclasses import dataclass, field
+from typing import Any, Generic, Literal, Mapping, TypeVar
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class ImagePart:
+    """An image sent inline as a data URI. `media_type` must match the bytes (image/png or image/jpeg)."""
+
+    data: bytes
+    media_type: Literal["image/png", "image/jpeg"]
+    detail: Literal["low", "high", "auto"] | None = None
+
+    @classmethod
+    def from_pil(cls, image: Any, fmt: Literal["PNG", "JPEG"], detail: str | None = None, quality: int = 95) -> "ImagePart":
+        buffer = io.BytesIO()
+        if fmt == "JPEG":
+            image.convert("RGB").save(buffer, format="JPEG", quality=quality)
+        else:
+            image.save(buffer, format="PNG")
+        return cls(buffer.getvalue(), "image/png" if fmt == "PNG" else "image/jpeg", detail)  # type: ignore[arg-type]
+
+    def to_content_part(self) -> dict[str, Any]:
+        url = f"data:{self.media_type};base64,{base64.b64encode(self.data).decode('ascii')}"
+        image_url: dict[str, Any] = {"url": url}
+        if self.detail is not None:
+            image_url["detail"] = self.detail
+        return {"type": "image_url", "image_url": image_url}
+
+
+@dataclass(frozen=True)
+class ChatRequest:
+    """One user turn: text and images in order, plus sampling parameters.
+
+    `params` holds exactly the chat.completions keyword arguments the judge wants (temperature, top_p,
+    max_tokens, logprobs, top_logprobs, response_format, ...). `model` is the judge's published default;
+    a model configured on the client (argument or environment) takes precedence over it.
+    """
+
+    parts: tuple[str | ImagePart, ...]
+    params: Mapping[str, Any] = field(default_factory=dict)
+    model: str | None = None
+
+    def messages(self) -> list[dict[str, Any]]:
+        content: list[dict[str, Any]] = []
+        for part in self.parts:
+            if isinstance(part, ImagePart):
+                content.append(part.to_content_part())
+            else:
+                content.append({"type": "text", "text": part})
+        return [{"role": "user", "content": content}]
+
+    def body(self, model: str | None = None) -> dict[str, Any]:
+        """The exact JSON body of the chat.completions request; `model` overrides the judge's default."""
+        chosen = model or self.model
+        if not chosen:
+            raise ValueError("no judge model: set one (argument or MODEL_VERSION) or give the request a default")
+        return {"model": chosen, "messages": self.messages(), **dict(self.params)}
+
+
+@dataclass(frozen=True)
+class TokenLogprob:
+    """One generated token with its log-probability and the top alternatives at that position."""
+
+    token: str
+    logprob: float
+    top: tuple[tuple[str, float], ...] = ()
+
+
+@dataclass(frozen=True)
+class Usage:
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    requests: int = 0
+
+    def __add__(self, other: "Usage") -> "Usage":
+        return Usage(
+            self.prompt_tokens + other.prompt_tokens,
+            self.completion_tokens + other.completion_tokens,
+            self.requests + other.requests,
+        )
+
+
+@dataclass(frozen=True)
+class JudgeReply:
+    """What the judge model said, as the client received it (or as the cache kept it)."""
+
+    content: str | None
+    logprobs: tuple[TokenLogprob, ...] | None
+    finish_reason: str | None
+    model: str | None
+    usage: Usage
+    cached: bool = False
+
+
+@dataclass(frozen=True)
+class ParseFailure:
+    """Why a reply could not be turned into a judgment. Never a score: it is counted and reported."""
+
+    kind: str
+    detail: str = ""
+    data: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One HTTP attempt (or cache lookup) and how it ended: 'ok', 'cache_hit', 'http_429', 'http_500',
+    'timeout', 'connection', 'bad_response', 'parse:<kind>'."""
+
+    outcome: str
+    seconds: float
+    sample_index: int
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class JudgeOutcome(Generic[T]):
+    """The end of `JudgeClient.judge`: a parsed value, or a typed failure, never both."""
+
+    value: T | None
+    failure: ParseFailure | None
+    replies: tuple[JudgeReply, ...]
+    attempts: tuple[Attempt, ...]
+    usage: Usage
+
+    @property
+    def ok(self) -> bool:
+        return self.failure is None
+
+    @property
+    def cache_hit(self) -> bool:
+        """True when the reply that decided the outcome came from the cache."""
+        return bool(self.replies) and self.replies[-1].cached
+
+    @property
+    def last_reply(self) -> JudgeReply | None:
+        return self.replies[-1] if self.replies else None

@@ -1,0 +1,1 @@
+"""capjudge.metrics: judge-human correlation, annotator agreement, baselines and leaderboards."""

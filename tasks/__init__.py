@@ -1,0 +1,1 @@
+"""capjudge.tasks: lmms-eval task folders (YAML + thin glue) and the captions_file model."""

@@ -1,0 +1,53 @@
+"""Shared fixtures: the OpenAI-compatible test server and a judge client pointed at it."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+TESTS_DIR = Path(__file__).resolve().parent
+REPO_ROOT = TESTS_DIR.parent
+SHARED = REPO_ROOT.parent / "shared"
+sys.path.insert(0, str(TESTS_DIR))  # so tests can `import openai_server`, `import videos`
+
+from openai_server import OpenAITestServer  # noqa: E402
+
+
+@pytest.fixture
+def server():
+    with OpenAITestServer() as running:
+        yield running
+
+
+@pytest.fixture
+def make_client(tmp_path):
+    """Build a JudgeClient against a server; no real sleeping between retries (delays are recorded)."""
+    from capjudge.judges.client import JudgeClient
+    from capjudge.judges.config import JudgeConfig
+
+    made = []
+
+    def build(server, *, sleeps=None, **overrides):
+        settings = dict(
+            base_url=server.base_url, api_key="sk-test-key", model="test-judge",
+            cache_path=tmp_path / "cache.sqlite", timeout=5.0, max_attempts=4,
+        )
+        settings.update(overrides)
+        record = sleeps.append if sleeps is not None else (lambda seconds: None)
+        client = JudgeClient(JudgeConfig(**settings), sleep=record)
+        made.append(client)
+        return client
+
+    yield build
+    for client in made:
+        client.close()
+
+
+def shared_path(*parts: str) -> Path:
+    """A file under ../shared; tests that need it skip with a reason only when ../shared is absent."""
+    path = SHARED.joinpath(*parts)
+    if not SHARED.exists():
+        pytest.skip(f"../shared is not beside the repository ({SHARED}); this test reads the shared benchmark data")
+    return path

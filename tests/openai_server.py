@@ -1,0 +1,320 @@
+"""An OpenAI-compatible chat-completions server for tests, on 127.0.0.1 (port 0 = any free port).
+
+Real HTTP, real JSON: the client under test talks to it through the `openai` SDK exactly as it would talk to
+OpenAI or vLLM. What the server answers is decided per request by a *responder*: a function from the request
+body to a `Reply` (content + optional logprobs) or a `Fault` (429 with Retry-After, 500, a hang past the
+client's timeout, a truncated body, a reset connection, empty choices, null content, a refusal). A queue of
+scripted answers can be pushed in front of the responder. Every request is logged (body, arrival time, what
+was answered) and the number of requests in flight is tracked, so tests can assert on all of it.
+
+Run standalone (for lmms-eval subprocesses and benchmarks):
+    python tests/openai_server.py --port 0 --latency 0.2 --responder rubric
+It prints `READY <base_url>` on stdout once listening.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import re
+import socket
+import sys
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Callable
+
+
+@dataclass(frozen=True)
+class Reply:
+    content: str | None
+    # Per generated token: (token, [(alternative, logprob), ...]); the token's own logprob is the first
+    # alternative whose text equals the token, else 0.0.
+    logprobs: list[tuple[str, list[tuple[str, float]]]] | None = None
+    finish_reason: str = "stop"
+    refusal: str | None = None
+
+
+@dataclass(frozen=True)
+class Fault:
+    kind: str  # "429", "500", "503", "400", "hang", "truncated", "truncated_json", "reset", "empty_choices", "not_json"
+    retry_after: float | None = None
+    hang_seconds: float = 30.0
+
+
+Answer = Reply | Fault
+Responder = Callable[[dict[str, Any]], Answer]
+
+
+@dataclass
+class LoggedRequest:
+    body: dict[str, Any]
+    arrived: float
+    answer: str = ""
+    headers: dict[str, str] = field(default_factory=dict)
+    path: str = ""
+
+    @property
+    def prompt_text(self) -> str:
+        parts = []
+        for message in self.body.get("messages", []):
+            content = message.get("content")
+            if isinstance(content, str):
+                parts.append(content)
+            else:
+                parts.extend(p.get("text", "") for p in content if p.get("type") == "text")
+        return "\n".join(parts)
+
+
+def prompt_text(body: dict[str, Any]) -> str:
+    return LoggedRequest(body, 0.0).prompt_text
+
+
+def tokens_of(text: str) -> list[str]:
+    """Split a reply into tokens the way GPT-4o-class tokenizers roughly do: numbers stay whole."""
+    return re.findall(r"\d+|\w+|\s+|[^\w\s]", text)
+
+
+def with_logprobs(content: str, alternatives: dict[int, list[tuple[str, float]]] | None = None) -> Reply:
+    """A reply whose every token has logprob 0 (probability 1) unless `alternatives` overrides a token
+    index with its own top list."""
+    alternatives = alternatives or {}
+    tokens = tokens_of(content)
+    return Reply(content, [(tok, alternatives.get(i, [(tok, 0.0)])) for i, tok in enumerate(tokens)])
+
+
+def _stable_fraction(text: str) -> float:
+    return int(hashlib.sha256(text.encode()).hexdigest()[:8], 16) / 0xFFFFFFFF
+
+
+def rubric_responder(body: dict[str, Any]) -> Reply:
+    """A deterministic stand-in judge for both rubrics.
+
+    It reads the caption out of the prompt and scores it by a simple, visible rule so that better caption sets
+    score higher: longer, more specific captions get more points, and a caption containing "wrong" gets few.
+    G-VEval prompts get the four marker statements with logprobs; AnyCap prompts get the JSON object.
+    """
+    text = prompt_text(body)
+    if "Generated Caption:" in text:
+        caption = text.split("Generated Caption:", 1)[1].split("You should first give", 1)[0].strip()
+        base = min(95, 40 + 3 * len(caption.split()))
+        if "wrong" in caption.lower():
+            base = 10
+        jitter = int(_stable_fraction(caption) * 6)
+        scores = [base - jitter, base - 2 * jitter // 3, base, base - jitter // 2]
+        scores = [max(0, min(100, s)) for s in scores]
+        content = (
+            "The caption is compared with the frames. "
+            f"The Accuracy score is α{scores[0]}α.\n"
+            f"The Completeness score is β{scores[1]}β.\n"
+            f"The Conciseness score is ψ{scores[2]}ψ.\n"
+            f"The Relevance score is δ{scores[3]}δ."
+        )
+        return with_logprobs(content)
+    if "Model Output:" in text:
+        output = text.split("Model Output:", 1)[1].split("Reference:", 1)[0].strip()
+        score = 1 if "wrong" in output.lower() else min(4, 1 + len(output.split()) // 8)
+        content = json.dumps({"score": score, "reason": f"test judge: {len(output.split())} words"})
+        return Reply(content)
+    return Reply("I am a test server and did not recognise this prompt.")
+
+
+RESPONDERS: dict[str, Responder] = {"rubric": rubric_responder}
+
+
+class OpenAITestServer:
+    def __init__(self, responder: Responder = rubric_responder, latency: float = 0.0, host: str = "127.0.0.1"):
+        self.responder = responder
+        self.latency = latency
+        self.scripted: deque[Answer] = deque()
+        self.log: list[LoggedRequest] = []
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self._lock = threading.Lock()
+        self._stop_hangs = threading.Event()
+        self._httpd = ThreadingHTTPServer((host, 0), self._handler_class())
+        self._httpd.daemon_threads = True
+        self._thread: threading.Thread | None = None
+
+    # -- control ---------------------------------------------------------------------------------
+    @property
+    def base_url(self) -> str:
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host}:{port}/v1"
+
+    def script(self, *answers: Answer) -> None:
+        """Answer the next requests with these, in order, before falling back to the responder."""
+        with self._lock:
+            self.scripted.extend(answers)
+
+    def start(self) -> "OpenAITestServer":
+        self._thread = threading.Thread(target=self._httpd.serve_forever, name="openai-test-server", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop_hangs.set()
+        self._httpd.shutdown()
+        self._httpd.server_close()
+
+    def __enter__(self) -> "OpenAITestServer":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def completions(self) -> list[LoggedRequest]:
+        return [r for r in self.log if r.answer]
+
+    # -- serving ---------------------------------------------------------------------------------
+    def _next_answer(self, body: dict[str, Any]) -> Answer:
+        with self._lock:
+            if self.scripted:
+                return self.scripted.popleft()
+        return self.responder(body)
+
+    def _handler_class(self) -> type[BaseHTTPRequestHandler]:
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:  # keep test output quiet
+                pass
+
+            def do_GET(self) -> None:
+                if self.path.rstrip("/").endswith("/models"):
+                    self._send_json(200, {"object": "list", "data": [{"id": "test-judge", "object": "model"}]})
+                else:
+                    self._send_json(404, {"error": {"message": "not found"}})
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("content-length", 0))
+                raw = self.rfile.read(length)
+                try:
+                    body = json.loads(raw)
+                except json.JSONDecodeError:
+                    self._send_json(400, {"error": {"message": "body is not JSON"}})
+                    return
+                entry = LoggedRequest(
+                    body, time.time(), headers={k.lower(): v for k, v in self.headers.items()}, path=self.path
+                )
+                with server._lock:
+                    server.log.append(entry)
+                    server.in_flight += 1
+                    server.max_in_flight = max(server.max_in_flight, server.in_flight)
+                try:
+                    if server.latency:
+                        time.sleep(server.latency)
+                    answer = server._next_answer(body)
+                    entry.answer = answer.kind if isinstance(answer, Fault) else "reply"
+                    if isinstance(answer, Fault):
+                        self._send_fault(answer)
+                    else:
+                        self._send_json(200, server._completion(body, answer))
+                finally:
+                    with server._lock:
+                        server.in_flight -= 1
+
+            def _send_fault(self, fault: Fault) -> None:
+                if fault.kind in ("429", "500", "503", "400"):
+                    headers = {}
+                    if fault.retry_after is not None:
+                        headers["retry-after"] = f"{fault.retry_after:g}"
+                    self._send_json(int(fault.kind), {"error": {"message": f"injected {fault.kind}"}}, headers)
+                elif fault.kind == "hang":
+                    server._stop_hangs.wait(fault.hang_seconds)
+                    self.close_connection = True
+                elif fault.kind == "truncated_json":  # well-framed HTTP, JSON cut in half
+                    payload = json.dumps(server._completion({}, Reply("cut"))).encode()
+                    self._raw(200, payload[: len(payload) // 2], declared_length=len(payload) // 2)
+                elif fault.kind == "truncated":  # the connection drops mid-body
+                    payload = json.dumps(server._completion({}, Reply("cut"))).encode()
+                    self._raw(200, payload[: len(payload) // 2], declared_length=len(payload))
+                    self.close_connection = True
+                elif fault.kind == "not_json":
+                    self._raw(200, b"<html>gateway says hello</html>", content_type="application/json")
+                elif fault.kind == "empty_choices":
+                    self._send_json(200, {"id": "x", "object": "chat.completion", "created": 0, "model": "test-judge", "choices": []})
+                elif fault.kind == "reset":
+                    self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+                    self.close_connection = True
+                    self.connection.close()
+                else:
+                    raise ValueError(f"unknown fault {fault.kind}")
+
+            def _send_json(self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None) -> None:
+                self._raw(status, json.dumps(payload).encode(), headers=headers)
+
+            def _raw(self, status: int, data: bytes, headers: dict[str, str] | None = None,
+                     content_type: str = "application/json", declared_length: int | None = None) -> None:
+                self.send_response(status)
+                self.send_header("content-type", content_type)
+                self.send_header("content-length", str(len(data) if declared_length is None else declared_length))
+                for name, value in (headers or {}).items():
+                    self.send_header(name, value)
+                self.end_headers()
+                self.wfile.write(data)
+
+        return Handler
+
+    @staticmethod
+    def _completion(body: dict[str, Any], reply: Reply) -> dict[str, Any]:
+        logprobs = None
+        if reply.logprobs is not None and body.get("logprobs"):
+            top_n = int(body.get("top_logprobs") or 0)
+            content = []
+            for token, alternatives in reply.logprobs:
+                own = next((lp for alt, lp in alternatives if alt == token), 0.0)
+                content.append({
+                    "token": token,
+                    "logprob": own,
+                    "bytes": list(token.encode()),
+                    "top_logprobs": [{"token": alt, "logprob": lp, "bytes": list(alt.encode())} for alt, lp in alternatives[:top_n]],
+                })
+            logprobs = {"content": content}
+        prompt_tokens = len(prompt_text(body).split()) if body else 0
+        completion_tokens = len(tokens_of(reply.content or ""))
+        return {
+            "id": "chatcmpl-test",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": body.get("model", "test-judge"),
+            "choices": [{
+                "index": 0,
+                "message": {"role": "assistant", "content": reply.content, "refusal": reply.refusal},
+                "logprobs": logprobs,
+                "finish_reason": reply.finish_reason,
+            }],
+            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                      "total_tokens": prompt_tokens + completion_tokens},
+        }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--latency", type=float, default=0.0)
+    parser.add_argument("--responder", choices=sorted(RESPONDERS), default="rubric")
+    parser.add_argument("--log", help="write the request log (JSON lines, bodies without images) here on exit")
+    args = parser.parse_args(argv)
+    server = OpenAITestServer(RESPONDERS[args.responder], latency=args.latency).start()
+    print(f"READY {server.base_url}", flush=True)
+    try:
+        sys.stdin.read()  # runs until stdin closes (the parent ends or closes the pipe)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.stop()
+        if args.log:
+            with open(args.log, "w") as handle:
+                for entry in server.log:
+                    handle.write(json.dumps({"arrived": entry.arrived, "answer": entry.answer, "prompt": entry.prompt_text}) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
