@@ -125,6 +125,11 @@ def rubric_responder(body: dict[str, Any]) -> Reply:
 RESPONDERS: dict[str, Responder] = {"rubric": rubric_responder}
 
 
+class _Server(ThreadingHTTPServer):
+    # The default listen backlog (5) refuses connections when 32+ clients connect at once.
+    request_queue_size = 256
+
+
 class OpenAITestServer:
     def __init__(self, responder: Responder = rubric_responder, latency: float = 0.0, host: str = "127.0.0.1"):
         self.responder = responder
@@ -135,7 +140,7 @@ class OpenAITestServer:
         self.max_in_flight = 0
         self._lock = threading.Lock()
         self._stop_hangs = threading.Event()
-        self._httpd = ThreadingHTTPServer((host, 0), self._handler_class())
+        self._httpd = _Server((host, 0), self._handler_class())
         self._httpd.daemon_threads = True
         self._thread: threading.Thread | None = None
 
@@ -187,7 +192,11 @@ class OpenAITestServer:
                 pass
 
             def do_GET(self) -> None:
-                if self.path.rstrip("/").endswith("/models"):
+                if self.path == "/_stats":  # for tests and benchmarks that run the server in another process
+                    with server._lock:
+                        stats = {"requests": len(server.log), "max_in_flight": server.max_in_flight}
+                    self._send_json(200, stats)
+                elif self.path.rstrip("/").endswith("/models"):
                     self._send_json(200, {"object": "list", "data": [{"id": "test-judge", "object": "model"}]})
                 else:
                     self._send_json(404, {"error": {"message": "not found"}})
@@ -295,13 +304,48 @@ class OpenAITestServer:
         }
 
 
+class ServerProcess:
+    """The test server in its own process (so it does not share the GIL with the code under test)."""
+
+    def __init__(self, *args: str):
+        import subprocess
+
+        self._process = subprocess.Popen(
+            [sys.executable, __file__, *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
+        line = self._process.stdout.readline()
+        if not line.startswith("READY "):
+            self._process.kill()
+            raise RuntimeError(f"test server did not start: {line!r}")
+        self.base_url = line.split()[1]
+
+    def stats(self) -> dict[str, int]:
+        import urllib.request
+
+        root = self.base_url.rsplit("/v1", 1)[0]
+        with urllib.request.urlopen(f"{root}/_stats", timeout=10) as response:
+            return json.loads(response.read())
+
+    def __enter__(self) -> "ServerProcess":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._process.stdin.close()
+        try:
+            self._process.wait(timeout=10)
+        except Exception:
+            self._process.kill()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--latency", type=float, default=0.0)
     parser.add_argument("--responder", choices=sorted(RESPONDERS), default="rubric")
+    parser.add_argument("--fixed-reply", help="answer every request with this text instead of a responder")
     parser.add_argument("--log", help="write the request log (JSON lines, bodies without images) here on exit")
     args = parser.parse_args(argv)
-    server = OpenAITestServer(RESPONDERS[args.responder], latency=args.latency).start()
+    responder = (lambda body: Reply(args.fixed_reply)) if args.fixed_reply else RESPONDERS[args.responder]
+    server = OpenAITestServer(responder, latency=args.latency).start()
     print(f"READY {server.base_url}", flush=True)
     try:
         sys.stdin.read()  # runs until stdin closes (the parent ends or closes the pipe)
