@@ -1,0 +1,228 @@
+"""`capjudge correlate`: judge-human correlation tables from a JSONL file or from MSVD-Eval.
+
+    capjudge correlate FILE.jsonl --judge FIELD [--judge FIELD ...] --human FIELD [--human-index K ...]
+                       [--annotators expand|mean] [--group-by FIELD] [--bootstrap N] [--seed S] [--format json|markdown]
+    capjudge correlate --msvd-eval PATH [--judge-scores FILE] [--baselines] [...]
+
+Heavy imports (numpy, scipy, pycocoevalcap) happen inside the handler so that other subcommands start fast.
+Exit codes: 0 success, 1 the data could not be used (message names the line or item), 2 wrong arguments.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+EXIT_OK, EXIT_DATA_ERROR, EXIT_USAGE = 0, 1, 2
+
+
+class CorrelateInputError(ValueError):
+    """The input file cannot be used as asked; the message names the file and line."""
+
+
+def register(groups: Any) -> None:
+    parser = groups.top.add_parser(
+        "correlate",
+        help="judge-human correlation (Kendall tau-b/c, Pearson, Spearman) with bootstrap CIs",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("file", nargs="?", metavar="FILE.jsonl", help="one JSON object per line")
+    parser.add_argument("--judge", action="append", default=[], metavar="FIELD",
+                        help="field holding a scorer's score (repeatable); with --judge-scores, restricts its fields")
+    parser.add_argument("--human", metavar="FIELD",
+                        help="field holding the human score: a number, a list of annotators' numbers, "
+                             "or a list of per-annotator lists (then give --human-index)")
+    parser.add_argument("--human-index", type=int, action="append", metavar="K",
+                        help="element of each annotator's list to use (repeatable: one target per index)")
+    parser.add_argument("--annotators", choices=("expand", "mean"), default="expand",
+                        help="expand: one pair per annotator (G-VEval protocol, default); mean: average per item")
+    parser.add_argument("--group-by", metavar="FIELD", help="also report within each value of this field")
+    parser.add_argument("--bootstrap", type=int, default=1000, metavar="N", help="item resamples (0: no bootstrap)")
+    parser.add_argument("--seed", type=int, default=0, metavar="S")
+    parser.add_argument("--confidence", type=float, default=0.95)
+    parser.add_argument("--ci-method", choices=("bca", "percentile"), default="bca")
+    parser.add_argument("--format", choices=("json", "markdown"), default="markdown")
+    parser.add_argument("--msvd-eval", metavar="PATH", help="G-VEval's MSVD-Eval.json (targets: mean and each ACCR dimension)")
+    parser.add_argument("--judge-scores", metavar="FILE", help='with --msvd-eval: JSONL of {"id": ..., "<field>": score}')
+    parser.add_argument("--baselines", action="store_true", help="with --msvd-eval: BLEU-1/4, METEOR, ROUGE-L, CIDEr")
+    parser.add_argument("--compare", action="store_true",
+                        help="paired differences (bootstrap CI, Williams' test) between the scorers")
+    parser.add_argument("--output", "-o", metavar="FILE", help="write here instead of stdout")
+    parser.set_defaults(func=handle_correlate)
+
+
+def handle_correlate(args: argparse.Namespace) -> int:
+    usage_problem = _usage_problem(args)
+    if usage_problem:
+        print(f"capjudge correlate: {usage_problem}", file=sys.stderr)
+        return EXIT_USAGE
+
+    from capjudge.metrics.baselines import BaselineUnavailable
+    from capjudge.metrics.correlation import BootstrapSettings, HumanScoreError
+    from capjudge.metrics.msvd_eval import MsvdEvalError
+    from capjudge.metrics.report import report_to_json, report_to_markdown
+
+    settings = BootstrapSettings(n_resamples=args.bootstrap, seed=args.seed, confidence=args.confidence, ci_method=args.ci_method)
+    try:
+        if args.msvd_eval:
+            report, title = _msvd_report(args, settings), "Correlation with MSVD-Eval human judgements"
+        else:
+            report, title = _jsonl_report(args, settings), f"Correlation with human scores in {args.file}"
+    except (CorrelateInputError, HumanScoreError, MsvdEvalError, OSError, ValueError) as error:
+        print(f"capjudge correlate: {error}", file=sys.stderr)
+        return EXIT_DATA_ERROR
+    except BaselineUnavailable as error:
+        print(f"capjudge correlate: baselines unavailable: {error}", file=sys.stderr)
+        return EXIT_DATA_ERROR
+
+    if args.format == "json":
+        text = json.dumps(report_to_json(report), indent=2, allow_nan=False) + "\n"
+    else:
+        text = report_to_markdown(report, title)
+    if args.output:
+        Path(args.output).write_text(text, encoding="utf-8")
+    else:
+        sys.stdout.write(text)
+    return EXIT_OK
+
+
+def _usage_problem(args: argparse.Namespace) -> str | None:
+    if args.bootstrap < 0:
+        return "--bootstrap must be 0 or more"
+    if not 0 < args.confidence < 1:
+        return "--confidence must be between 0 and 1"
+    if args.msvd_eval:
+        if args.file:
+            return "give either FILE.jsonl or --msvd-eval, not both"
+        if not (args.baselines or args.judge_scores):
+            return "--msvd-eval needs --baselines and/or --judge-scores FILE"
+        if args.group_by or args.human or args.human_index:
+            return "--group-by, --human and --human-index apply to FILE.jsonl, not --msvd-eval"
+        return None
+    if not args.file:
+        return "give FILE.jsonl (with --judge and --human) or --msvd-eval PATH"
+    if not args.judge or not args.human:
+        return "FILE.jsonl needs at least one --judge FIELD and a --human FIELD"
+    if args.judge_scores or args.baselines:
+        return "--judge-scores and --baselines apply to --msvd-eval"
+    return None
+
+
+def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
+    """Objects of a JSONL file; blank lines are skipped, anything else that is not an object is an error."""
+    rows = []
+    with open(path, encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as error:
+                raise CorrelateInputError(f"{path}, line {number}: not valid JSON ({error.msg})") from error
+            if not isinstance(row, dict):
+                raise CorrelateInputError(f"{path}, line {number}: expected a JSON object, got {type(row).__name__}")
+            rows.append({**row, "_line": number})
+    return rows
+
+
+def _number_or_none(row: dict[str, Any], field: str, where: str) -> float | None:
+    value = row.get(field)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise CorrelateInputError(f"{where}: field {field!r} must be a number or null, got {value!r}")
+    return float(value)
+
+
+def _jsonl_report(args: argparse.Namespace, settings: Any) -> Any:
+    from capjudge.metrics.correlation import HumanScoreError, as_human_matrix
+    from capjudge.metrics.report import build_report
+
+    rows = read_jsonl(args.file)
+    if not rows:
+        raise CorrelateInputError(f"{args.file}: no JSON objects")
+    ids = [str(row.get("id", f"line {row['_line']}")) for row in rows]
+    wheres = [f"{args.file}, line {row['_line']}" for row in rows]
+    scorers = {field: [_number_or_none(row, field, where) for row, where in zip(rows, wheres)] for field in args.judge}
+    human_values = [row.get(args.human) for row in rows]
+    if all(value is None for value in human_values):
+        raise CorrelateInputError(f"{args.file}: no line has the human field {args.human!r}")
+    try:
+        if args.human_index:
+            targets = {f"{args.human}[{k}]": as_human_matrix(human_values, k, wheres)[0] for k in args.human_index}
+        else:
+            targets = {args.human: as_human_matrix(human_values, None, wheres)[0]}
+    except HumanScoreError as error:
+        hint = "" if args.human_index else " (give --human-index K for per-annotator lists)"
+        raise CorrelateInputError(f"{error}{hint}") from error
+    groups = None
+    if args.group_by:
+        groups = [str(row[args.group_by]) if row.get(args.group_by) is not None else "(missing)" for row in rows]
+    return build_report(
+        scorers, targets, groups=groups, group_field=args.group_by, annotators=args.annotators,
+        settings=settings, item_ids=ids, comparisons=_comparisons(list(scorers), list(scorers), args.compare),
+    )
+
+
+def _comparisons(firsts: list[str], all_scorers: list[str], wanted: bool) -> list[tuple[str, str]]:
+    """Each of `firsts` (the judges) against every other scorer, each unordered pair once."""
+    if not wanted:
+        return []
+    pairs: list[tuple[str, str]] = []
+    for first, second in itertools.product(firsts, all_scorers):
+        if first != second and (second, first) not in pairs:
+            pairs.append((first, second))
+    return pairs
+
+
+def load_judge_scores(path: str | Path, known_ids: set[str], fields: list[str]) -> dict[str, dict[str, float | None]]:
+    """field -> {item id -> score} from a JSONL of {"id": ..., "<field>": score}."""
+    rows = read_jsonl(path)
+    if not fields:
+        fields = sorted({key for row in rows for key in row if key not in ("id", "_line")})
+    if not fields:
+        raise CorrelateInputError(f"{path}: no score fields besides 'id'")
+    scores: dict[str, dict[str, float | None]] = {field: {} for field in fields}
+    for row in rows:
+        where = f"{path}, line {row['_line']}"
+        if "id" not in row:
+            raise CorrelateInputError(f"{where}: missing 'id'")
+        item_id = str(row["id"])
+        if item_id not in known_ids:
+            raise CorrelateInputError(f"{where}: id {item_id!r} is not an item of the MSVD-Eval file")
+        for field in fields:
+            if item_id in scores[field]:
+                raise CorrelateInputError(f"{where}: a second score for id {item_id!r}")
+            scores[field][item_id] = _number_or_none(row, field, where)
+    return scores
+
+
+def _msvd_report(args: argparse.Namespace, settings: Any) -> Any:
+    from capjudge.metrics.baselines import caption_metric_scores
+    from capjudge.metrics.msvd_eval import DIMENSIONS, MEAN_INDEX, human_matrix, load_msvd_eval
+    from capjudge.metrics.report import build_report
+
+    items = load_msvd_eval(args.msvd_eval)
+    ids = [item.item_id for item in items]
+    scorers: dict[str, list[float | None]] = {}
+    if args.baselines:
+        scorers.update({name: list(values) for name, values in caption_metric_scores(items).scores.items()})
+    judges: list[str] = []
+    if args.judge_scores:
+        for field, by_id in load_judge_scores(args.judge_scores, set(ids), args.judge).items():
+            if field in scorers:
+                raise CorrelateInputError(f"{args.judge_scores}: field {field!r} clashes with a baseline's name")
+            scorers[field] = [by_id.get(item_id) for item_id in ids]
+            judges.append(field)
+    # The mean (the column G-VEval's tables use) first, then the four ACCR dimensions.
+    target_names = [DIMENSIONS[MEAN_INDEX], *(d for d in DIMENSIONS if d != DIMENSIONS[MEAN_INDEX])]
+    targets = {name: human_matrix(items, name) for name in target_names}
+    return build_report(
+        scorers, targets, annotators=args.annotators, settings=settings, item_ids=ids,
+        comparisons=_comparisons(judges, list(scorers), args.compare),
+    )
