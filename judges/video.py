@@ -213,7 +213,14 @@ def _seek_to_start(container, stream) -> None:
 
 
 def _decode_at(path: PathLike, container, stream, info: VideoInfo, targets: list[int], stats: DecodeStats):
-    """Decode exactly the frames at `targets` (sorted, unique). Returns {index: RGB image}."""
+    """Decode exactly the frames at `targets` (sorted, unique). Returns {index: RGB image}.
+
+    Between two targets the decoder either keeps going forward or seeks to the keyframe before the next
+    target, whichever decodes fewer frames: it seeks only when a keyframe is expected after the current
+    position (predicted from the keyframe interval seen so far; before two keyframes are seen, when the gap is
+    over a second of frames). Seeking for every target would re-decode whole GOPs when targets are closer
+    together than the keyframe interval.
+    """
     import av
 
     time_base = stream.time_base
@@ -222,19 +229,45 @@ def _decode_at(path: PathLike, container, stream, info: VideoInfo, targets: list
         return _decode_sequentially(path, stream, container, info, targets, stats, reopen=False)
     start_pts = stream.start_time or 0
     found: dict[int, "Image.Image"] = {}
+    run = _ForwardRun()
     for target in targets:
-        target_pts = start_pts + math.floor(Fraction(target) / Fraction(rate) / Fraction(time_base))
-        try:
-            container.seek(target_pts, stream=stream, backward=True, any_frame=False)
-            stats.seeks += 1
-        except av.error.FFmpegError:
-            # Some inputs cannot seek at all: decode from the start and count.
-            return _decode_sequentially(path, stream, container, info, targets, stats, reopen=True)
-        image = _decode_forward_to(path, container, stream, info, target, start_pts, stats)
+        if run.frames is None or run.keyframe_expected_between(run.position, target, info.fps):
+            target_pts = start_pts + math.floor(Fraction(target) / Fraction(rate) / Fraction(time_base))
+            try:
+                container.seek(target_pts, stream=stream, backward=True, any_frame=False)
+                stats.seeks += 1
+            except av.error.FFmpegError:
+                # Some inputs cannot seek at all: decode from the start and count.
+                return _decode_sequentially(path, stream, container, info, targets, stats, reopen=True)
+            run.restart(container.decode(stream))
+        image = _decode_forward_to(path, run, stream, info, target, start_pts, stats)
         if image is None:  # the keyframe we landed on is after the target, or no timestamps: slow but exact
             return _decode_sequentially(path, stream, container, info, targets, stats, reopen=True)
         found[target] = image
     return found
+
+
+class _ForwardRun:
+    """The decoder's current forward run: its frame iterator, the last index decoded, keyframes seen."""
+
+    def __init__(self) -> None:
+        self.frames = None
+        self.position = -1
+        self.keyframes: set[int] = set()
+
+    def restart(self, frames) -> None:
+        self.frames = frames
+        self.position = -1
+
+    def keyframe_expected_between(self, position: int, target: int, fps: float) -> bool:
+        seen = sorted(self.keyframes)
+        gaps = [b - a for a, b in zip(seen, seen[1:])]
+        if not gaps:
+            return target - position > max(1.0, fps)
+        interval = max(gaps)
+        last = seen[-1]
+        predicted = last + ((target - last) // interval) * interval if target >= last else last
+        return predicted > position
 
 
 def _frame_index(frame, start_pts: int, time_base, fps: float) -> int | None:
@@ -243,26 +276,30 @@ def _frame_index(frame, start_pts: int, time_base, fps: float) -> int | None:
     return round(float((frame.pts - start_pts) * time_base) * fps)
 
 
-def _decode_forward_to(path, container, stream, info: VideoInfo, target: int, start_pts: int, stats: DecodeStats):
-    """After a seek: decode until the frame whose index is `target`. Returns None when the position cannot be
-    trusted (missing or non-increasing timestamps, the seek landed after the target, or nothing decoded)."""
+def _decode_forward_to(path, run: _ForwardRun, stream, info: VideoInfo, target: int, start_pts: int, stats: DecodeStats):
+    """Decode forward in `run` until the frame whose index is `target`. Returns None when the position cannot
+    be trusted (missing or non-increasing timestamps, a seek that landed after the target, nothing decoded)."""
     import av
 
     last_image_frame = None
-    last_index = -1
+    last_index = run.position
     try:
-        for frame in container.decode(stream):
+        for frame in run.frames:
             stats.decoded_frames += 1
             index = _frame_index(frame, start_pts, stream.time_base, info.fps)
             if index is None or index <= last_index and last_image_frame is not None:
                 return None  # no timestamps, or out of order (AVI with B-frames): positions are guesses
-            if last_image_frame is None and index > target:
+            if last_image_frame is None and run.position < 0 and index > target:
                 return None
+            if frame.key_frame:
+                run.keyframes.add(index)
+            run.position = index
             if index >= target:
                 return frame.to_image()
             last_image_frame, last_index = frame, index
     except av.error.FFmpegError as error:
         raise VideoError(path, f"corrupt video data near frame {target} ({error})") from error
+    run.frames = None  # exhausted: the next target needs a seek
     if last_image_frame is None:
         return None  # nothing decodable from that keyframe on: let a counting pass from the start decide
     _check_shortfall(path, info, last_index, target)

@@ -1,0 +1,303 @@
+"""capjudge benchmarks: `make bench` (not part of `make test`; nothing here asserts on time).
+
+Each benchmark measures the figures it compares side by side in the same run, prints one machine-readable
+line per figure, `BENCH <name> <value> <unit>`, and the whole run is written to results/benchmarks.md with the
+command that reproduces it.
+
+    .venv/bin/python tests/benchmarks/run.py [--only NAME ...] [--out results/benchmarks.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+sys.path.insert(0, str(HERE.parent))  # tests/ for openai_server and videos
+
+from openai_server import ServerProcess  # noqa: E402
+
+from capjudge.judges.client import JudgeClient  # noqa: E402
+from capjudge.judges.config import JudgeConfig  # noqa: E402
+from capjudge.judges.types import ChatRequest  # noqa: E402
+
+
+@dataclass
+class Figure:
+    name: str
+    value: float
+    unit: str
+    note: str = ""
+
+
+@dataclass
+class Section:
+    title: str
+    figures: list[Figure] = field(default_factory=list)
+    text: str = ""
+
+
+BENCHMARKS: dict[str, Callable[[], Section]] = {}
+
+
+def benchmark(name: str) -> Callable[[Callable[[], Section]], Callable[[], Section]]:
+    def register(function: Callable[[], Section]) -> Callable[[], Section]:
+        BENCHMARKS[name] = function
+        return function
+
+    return register
+
+
+def text_items(n: int) -> list[ChatRequest]:
+    return [ChatRequest(parts=(f"Rate caption number {i}.",), params={"temperature": 0}) for i in range(n)]
+
+
+def first_line(reply):  # the benchmark's parser: any reply is accepted
+    return reply.content
+
+
+def client_for(server: ServerProcess, cache: Path | None, concurrency: int) -> JudgeClient:
+    return JudgeClient(JudgeConfig(
+        base_url=server.base_url, api_key="bench", model="bench-judge", max_concurrency=concurrency,
+        cache_path=cache, use_cache=cache is not None, timeout=30,
+    ))
+
+
+def published_anycap_pattern(client: JudgeClient, requests: list[ChatRequest]) -> None:
+    """AnyCapEval's style script: a pool of 4 workers, each fed a batch of 5 items judged one after another."""
+    batches = [requests[i : i + 5] for i in range(0, len(requests), 5)]
+
+    def run_batch(batch: list[ChatRequest]) -> None:
+        for request in batch:
+            client.judge(request, first_line, judge_version="bench/1")
+
+    with ThreadPoolExecutor(4) as pool:
+        list(pool.map(run_batch, batches))
+
+
+def lmms_eval_default_pattern(client: JudgeClient, requests: list[ChatRequest]) -> None:
+    """lmms-eval's default: 4 process_results threads, each making one synchronous judge call per item."""
+    with ThreadPoolExecutor(4) as pool:
+        list(pool.map(lambda r: client.judge(r, first_line, judge_version="bench/1"), requests))
+
+
+@benchmark("throughput")
+def throughput_and_cache() -> Section:
+    """Targets 1 and 4: judgments/second against a 200 ms server at concurrency 32, then the cached rerun."""
+    n_items, latency, concurrency = 400, 0.2, 32
+    bound = concurrency / latency
+    section = Section("Judge throughput (400 text items, 200 ms server latency, concurrency 32) and cache rerun")
+    server_args = ("--latency", str(latency), "--fixed-reply", "ok")
+    with tempfile.TemporaryDirectory() as tmp, ServerProcess(*server_args) as server:
+        requests = text_items(n_items)
+        cache = Path(tmp) / "cache.sqlite"
+        client = client_for(server, cache, concurrency)
+        started = time.perf_counter()
+        outcomes = client.judge_many(requests, first_line, judge_version="bench/1")
+        ours = time.perf_counter() - started
+        assert all(o.ok for o in outcomes)
+        requests_first = server.stats()["requests"]
+
+        # Target 4: the same work again from the cache.
+        rerun_client = client_for(server, cache, concurrency)
+        started = time.perf_counter()
+        rerun = rerun_client.judge_many(requests, first_line, judge_version="bench/1")
+        cached = time.perf_counter() - started
+        requests_rerun = server.stats()["requests"] - requests_first
+        assert all(o.cache_hit for o in rerun)
+
+        # The published call patterns, same client, same server, no cache (fresh items each).
+        pattern_times = {}
+        for name, pattern in (("anycap_pool4_batch5", published_anycap_pattern), ("lmms_eval_4_threads", lmms_eval_default_pattern)):
+            plain = client_for(server, None, concurrency)
+            started = time.perf_counter()
+            pattern(plain, text_items(n_items))
+            pattern_times[name] = time.perf_counter() - started
+            plain.close()
+        client.close()
+        rerun_client.close()
+
+    ours_rate = n_items / ours
+    section.figures += [
+        Figure("judge_throughput_capjudge", ours_rate, "judgments/s", f"bound {bound:.0f}/s"),
+        Figure("judge_throughput_fraction_of_bound", ours_rate / bound, "ratio", "target >= 0.9"),
+    ]
+    for name, seconds in pattern_times.items():
+        rate = n_items / seconds
+        section.figures += [
+            Figure(f"judge_throughput_{name}", rate, "judgments/s"),
+            Figure(f"judge_speedup_vs_{name}", ours_rate / rate, "ratio"),
+        ]
+    section.figures += [
+        Figure("cache_rerun_requests", requests_rerun, "requests", "target 0"),
+        Figure("cache_rerun_speedup", ours / cached, "ratio", "target >= 20"),
+    ]
+    return section
+
+
+def bench_clip(directory: Path) -> Path:
+    """Benchmark 3's clip: 10 s of 1280x720 H.264 at 30 fps, a keyframe every 2 s (a common encoder setting)."""
+    from videos import make_video
+
+    path = directory / "clip_720p_10s.mp4"
+    if not path.exists():
+        make_video(path, n_frames=300, width=1280, height=720, fps=30, gop=60)
+    return path
+
+
+def best_of(repeats: int, function: Callable[[], object]) -> float:
+    times = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        function()
+        times.append(time.perf_counter() - started)
+    return min(times)
+
+
+@benchmark("frames")
+def frames() -> Section:
+    """Target 3: strip + 8 JPEG frames from a 10 s 720p clip, against decoding every frame of it."""
+    import av
+
+    from capjudge.judges import anycap, frame_strip
+    from capjudge.judges.video import DecodeStats, sample_frames, sample_indices
+
+    section = Section("Frames: 3-frame strip + 8 JPEG frames from a 10 s 720p H.264 clip (best of 3)")
+    with tempfile.TemporaryDirectory() as tmp:
+        clip = bench_clip(Path(tmp))
+
+        def decode_all() -> int:
+            with av.open(str(clip)) as container:
+                return sum(1 for _ in container.decode(video=0))
+
+        def decode_needed_only() -> None:
+            # Decoding just the needed frames: both judges' frames (3 of 4 points, 8 points), each decoded
+            # from its preceding keyframe (no codec can do less), converted to RGB, and nothing else.
+            sample_frames(clip, 4, keep=3)
+            sample_frames(clip, 8)
+
+        def ours() -> None:
+            strip = frame_strip.build_strip(sample_frames(clip, 4, keep=3))
+            frame_strip.strip_image_part(strip)
+            anycap.build_request("brief", "a caption", "a reference", video=clip)
+
+        full = best_of(3, decode_all)
+        floor = best_of(3, decode_needed_only)
+        pipeline = best_of(3, ours)
+        stats = DecodeStats()
+        sample_frames(clip, 8, stats=stats)
+    section.figures += [
+        Figure("frames_decode_all_seconds", full, "s", "300 frames"),
+        Figure("frames_needed_only_seconds", floor, "s", "decode + RGB of the 3 + 8 sampled frames"),
+        Figure("frames_capjudge_seconds", pipeline, "s", "strip PNG + 8 JPEG request"),
+        Figure("frames_capjudge_vs_needed_only", pipeline / floor, "ratio", "target <= 1.5"),
+        Figure("frames_decode_all_vs_capjudge", full / pipeline, "ratio"),
+        Figure("frames_decoded_for_8_samples", stats.decoded_frames, "frames", "of 300; keyframe every 60"),
+    ]
+    return section
+
+
+@benchmark("statistics")
+def statistics() -> Section:
+    """Target 5: Kendall tau-b/c with 1000 bootstrap resamples; growth from 1,000 to 100,000 pairs."""
+    import numpy as np
+
+    from capjudge.metrics.correlation import BootstrapSettings, correlate
+
+    section = Section("Statistics: Kendall tau-b and tau-c, 1000 bootstrap resamples (percentile + BCa)")
+    rng = np.random.default_rng(0)
+    sizes = [1_000, 10_000, 100_000]
+    timings = {}
+    for n in sizes:
+        judge = rng.normal(size=n)
+        human = np.round(judge + rng.normal(size=n)).clip(-2, 2)  # ties, as with 1-5 human ratings
+        started = time.perf_counter()
+        correlate(judge, human, coefficients=("kendall_b", "kendall_c"), settings=BootstrapSettings(n_resamples=1000, seed=0))
+        timings[n] = time.perf_counter() - started
+        section.figures.append(Figure(f"kendall_bootstrap_{n}_pairs_seconds", timings[n], "s", "target < 5 s at 10,000" if n == 10_000 else ""))
+    exponent = float(np.polyfit(np.log(sizes), np.log([timings[n] for n in sizes]), 1)[0])
+    section.figures.append(Figure("kendall_bootstrap_growth_exponent", exponent, "", "time ~ n^exponent"))
+    return section
+
+
+@benchmark("memory")
+def memory() -> Section:
+    """Target 6: peak RSS while judging 2,000 video items (benchmark 3's clip) through the G-VEval judge."""
+    import subprocess
+
+    section = Section("Memory: peak RSS judging 2,000 video items (the 720p clip), G-VEval judge, cached rerun excluded")
+    with tempfile.TemporaryDirectory() as tmp:
+        clip = bench_clip(Path(tmp))
+        script = f"""
+import resource, sys
+sys.path.insert(0, {str(HERE.parent)!r})
+from openai_server import OpenAITestServer
+from capjudge.judges.client import JudgeClient
+from capjudge.judges.config import JudgeConfig
+from capjudge.judges.gveval import GVEvalJudge
+with OpenAITestServer() as server:
+    client = JudgeClient(JudgeConfig(base_url=server.base_url, api_key="bench", model="m", use_cache=False, max_concurrency=8))
+    judge = GVEvalJudge(client, scoring="text")
+    judged = 0
+    for i in range(2000):
+        judged += judge.judge(f"caption {{i}}: a coloured frame sequence", video={str(clip)!r}).judged
+print(judged, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+"""
+        output = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout.split()
+    judged, peak_kib = int(output[0]), int(output[1])
+    section.figures += [
+        Figure("memory_items_judged", judged, "items", "of 2000"),
+        Figure("memory_peak_rss_mb", peak_kib / 1024, "MB", "target < 500 MB"),
+    ]
+    return section
+
+
+def write_markdown(sections: list[Section], path: Path, command: str) -> None:
+    lines = [
+        "# capjudge benchmarks",
+        "",
+        f"Reproduce: `{command}` (or `make bench`). Machine: {os.cpu_count()} cores, {platform.machine()}, "
+        f"Python {platform.python_version()}. Figures are from one run; ratios compare runs made side by side in it.",
+        "",
+    ]
+    for section in sections:
+        lines += [f"## {section.title}", "", "| figure | value | unit | note |", "|---|---|---|---|"]
+        lines += [f"| {f.name} | {f.value:.4g} | {f.unit} | {f.note} |" for f in section.figures]
+        if section.text:
+            lines += ["", section.text]
+        lines.append("")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="capjudge benchmarks")
+    parser.add_argument("--only", nargs="*", choices=sorted(BENCHMARKS))
+    parser.add_argument("--out", type=Path, default=REPO / "results" / "benchmarks.md")
+    args = parser.parse_args(argv)
+    sections = []
+    for name, function in BENCHMARKS.items():
+        if args.only and name not in args.only:
+            continue
+        print(f"# running {name}", flush=True)
+        section = function()
+        for figure in section.figures:
+            print(f"BENCH {figure.name} {figure.value:.6g} {figure.unit}", flush=True)
+        sections.append(section)
+    command = "python tests/benchmarks/run.py" + (f" --only {' '.join(args.only)}" if args.only else "")
+    write_markdown(sections, args.out, command)
+    print(f"# wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
