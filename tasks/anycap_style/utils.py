@@ -1,0 +1,6 @@
+"""lmms-eval resolves `!function utils.<name>` in this folder's YAMLs against this file. Thin on purpose:
+the task's code lives in `capjudge.tasks.anycap_task`."""
+
+from capjudge.tasks.anycap_task import AnyCapTask, count, doc_to_video, mean_of_judged
+
+__all__ = ["AnyCapTask", "count", "doc_to_video", "mean_of_judged"]

@@ -1,0 +1,12 @@
+"""lmms-eval resolves `!function utils.<name>` in this folder's YAMLs against this file. Thin on purpose:
+the task's code lives in `capjudge.tasks.gveval_task`."""
+
+from capjudge.tasks.gveval_task import (
+    GVEvalTask,
+    count,
+    doc_to_video,
+    kendall_b,
+    mean_of_judged,
+)
+
+__all__ = ["GVEvalTask", "count", "doc_to_video", "kendall_b", "mean_of_judged"]

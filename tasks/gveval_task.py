@@ -1,0 +1,301 @@
+"""The G-VEval task (tasks/gveval/): MSVD-Eval items, one G-VEval ACCR judgment per caption, the metrics.
+
+The model describes each video; `GVEvalTask.process_document` judges that caption with `GVEvalJudge` through
+the process-wide judge client and returns, per item:
+
+- `gveval_accuracy`, `gveval_completeness`, `gveval_conciseness`, `gveval_relevance`, `gveval_mean`: the
+  judge's 0-100 scores, or None when the item could not be judged (aggregated by `mean_of_judged`, which
+  excludes None: an unjudged item never counts as 0);
+- `gveval_failed`: 1 when the item has no valid judgment (aggregated by `count`);
+- `gveval_kendall_b_<dimension>`: {"judge": score, "human": [one score per annotator]}, only for items that
+  carry human scores (MSVD-Eval does, 1-5 per annotator), aggregated by
+  `capjudge.metrics.harness_aggregation.kendall_b`;
+- `item_id`, `judgment` and `judge`: not metrics (no aggregation is declared for them), but lmms-eval writes
+  every key of this dict into the `--log_samples` record: the item's id (lmms-eval drops the document), the
+  raw reply, the parsed scores, the failure kind, whether the reply came from the cache, and which judge with
+  which settings. The leaderboard reads them.
+
+Judge settings come from the task YAML's `metadata` (scoring, mode, max_tries) and can be overridden per run
+by CAPJUDGE_GVEVAL_SCORING and CAPJUDGE_GVEVAL_MODE, read when an item is judged. With
+CAPJUDGE_CONSTRAINED_OUTPUT=1 (the demo's tiny local judge) the local server's output grammar is added to
+every request. The judge model is the client's (MODEL_VERSION / CAPJUDGE_JUDGE_MODEL), else the published one.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from capjudge.judges.client import shared_client
+from capjudge.judges.config import JudgeConfig
+from capjudge.judges.gveval import (
+    DEFAULT_SAMPLING,
+    JUDGE_VERSION,
+    MODES,
+    PUBLISHED_MODEL,
+    GVEvalJudge,
+    GVEvalResult,
+)
+from capjudge.judges.types import ParseFailure
+from capjudge.metrics.harness_aggregation import kendall_b
+from capjudge.metrics.msvd_eval import DIMENSIONS, MsvdEvalError, parse_item
+from capjudge.tasks.harness import (
+    DatasetError,
+    ItemFormat,
+    ObservedClient,
+    constrained_output_enabled,
+    constrained_request_params,
+    count,
+    doc_to_video,
+    mean_of_judged,
+    missing_video_problem,
+    parse_choice,
+    parse_positive_int,
+    read_json_lines,
+    record_id,
+    setting,
+    video_path,
+)
+from capjudge.tasks.sourced_task import SourcedTask
+
+__all__ = [
+    "DIMENSIONS",
+    "MSVD_EVAL_FORMAT",
+    "VIDEO_MISSING",
+    "GVEvalSettings",
+    "GVEvalTask",
+    "count",
+    "doc_to_video",
+    "item_metrics",
+    "judge_item",
+    "kendall_b",
+    "mean_of_judged",
+    "parse_demo_record",
+    "parse_msvd_record",
+    "read_msvd_eval_file",
+]
+
+log = logging.getLogger(__name__)
+
+JUDGE_NAME = "gveval"
+METRIC_PREFIX = "gveval"
+VIDEO_MISSING = "video_missing"
+SCORINGS = ("expected", "text")
+DEFAULT_MAX_TRIES = 3
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Items
+
+
+def read_msvd_eval_file(path: Path) -> list[dict[str, Any]]:
+    """Raw records with their ids. MSVD-Eval.json is one object keyed by item id; a .jsonl file (the demo
+    split, or any copy in the same shape) has one object per line with an `id` field."""
+    if path.suffix.lower() == ".jsonl":
+        return read_json_lines(path)
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as error:
+        raise DatasetError(f"{path}: not valid JSON ({error})") from None
+    if isinstance(raw, dict):
+        records = []
+        for item_id, row in raw.items():
+            if not isinstance(row, dict):
+                raise DatasetError(f"{path}: item {item_id!r}: expected an object, got {type(row).__name__}")
+            records.append({**row, "id": item_id})
+        return records
+    if isinstance(raw, list):
+        return raw
+    raise DatasetError(f"{path}: expected an object keyed by item id (MSVD-Eval's shape) or a list of items")
+
+
+def parse_msvd_record(record: Mapping[str, Any], position: int) -> dict[str, Any]:
+    """One MSVD-Eval item -> a task row: id, video (file name), references, candidate, human_scores.
+
+    `human_score` (per annotator [accuracy, completeness, conciseness, relevance, mean], 1-5) is optional:
+    items without it are judged but take no part in the judge-human correlation.
+    """
+    if not isinstance(record, Mapping):
+        raise DatasetError(f"record {position + 1}: expected an object, got {type(record).__name__}")
+    item_id = record_id(record, position)
+    has_human_scores = record.get("human_score") not in (None, [])
+    # msvd_eval.parse_item validates the whole MSVD-Eval row (and every annotator's scores); an item without
+    # human scores is checked the same way with a stand-in row that only lacks them.
+    checked = dict(record) if has_human_scores else {**record, "human_score": [[1, 1, 1, 1, 1]]}
+    try:
+        item = parse_item(item_id, checked)
+    except MsvdEvalError as error:
+        raise DatasetError(str(error)) from None
+    return {
+        "id": item.item_id,
+        "video": item.video_name,
+        "references": list(item.references),
+        "candidate": item.candidate,
+        "human_scores": [list(scores.as_tuple()) for scores in item.human_scores] if has_human_scores else [],
+    }
+
+
+MSVD_EVAL_FORMAT = ItemFormat("MSVD-Eval", read_msvd_eval_file, parse_msvd_record)
+
+
+def parse_demo_record(record: Mapping[str, Any], position: int) -> dict[str, Any]:
+    """One row of the packaged demo split (`tasks/demo/gveval_demo.jsonl`, written by
+    `capjudge.tasks.demo_data`): id, video, references, already in the task's shape; no human scores."""
+    if not isinstance(record, Mapping):
+        raise DatasetError(f"record {position + 1}: expected an object, got {type(record).__name__}")
+    item_id = record_id(record, position)
+    video = record.get("video")
+    if not isinstance(video, str) or not video.strip():
+        raise DatasetError(f"item {item_id!r}: 'video' must be a file name, got {video!r}")
+    references = record.get("references")
+    if not isinstance(references, list) or not references or not all(isinstance(r, str) and r.strip() for r in references):
+        raise DatasetError(f"item {item_id!r}: 'references' must be a non-empty list of captions")
+    return {"id": item_id, "video": video, "references": list(references), "candidate": None, "human_scores": []}
+
+
+DEMO_FORMAT = ItemFormat("G-VEval demo split", read_json_lines, parse_demo_record)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Judge settings
+
+
+@dataclass(frozen=True)
+class GVEvalSettings:
+    scoring: str
+    mode: str
+    max_tries: int
+    constrained_output: bool
+
+    @classmethod
+    def resolve(cls, metadata: Mapping[str, Any], env: Mapping[str, str] | None = None) -> GVEvalSettings:
+        """Metadata values, overridden by CAPJUDGE_GVEVAL_SCORING / CAPJUDGE_GVEVAL_MODE. Raises ConfigError."""
+        return cls(
+            scoring=setting(metadata, "scoring", "expected", parse_choice(SCORINGS), env_name="CAPJUDGE_GVEVAL_SCORING", env=env),
+            mode=setting(metadata, "mode", "frames", parse_choice(MODES), env_name="CAPJUDGE_GVEVAL_MODE", env=env),
+            max_tries=setting(metadata, "max_tries", DEFAULT_MAX_TRIES, parse_positive_int),
+            constrained_output=constrained_output_enabled(env),
+        )
+
+    @property
+    def needs_video(self) -> bool:
+        return self.mode != "references"
+
+    def extra_request_params(self) -> dict[str, Any]:
+        return constrained_request_params(JUDGE_NAME) if self.constrained_output else {}
+
+    def identity(self, config: JudgeConfig) -> dict[str, Any]:
+        """The sample log's `judge` record: which judge, which model, which settings."""
+        return {
+            "name": JUDGE_NAME,
+            "model": config.model or PUBLISHED_MODEL,
+            "endpoint": config.endpoint_label,
+            "judge_version": JUDGE_VERSION,
+            "settings": {
+                "scoring": self.scoring,
+                "mode": self.mode,
+                "max_tries": self.max_tries,
+                "sampling": dict(DEFAULT_SAMPLING),
+                "constrained_output": self.constrained_output,
+            },
+        }
+
+
+# ----------------------------------------------------------------------------------------------------------
+# One item
+
+
+@dataclass(frozen=True)
+class ItemJudgment:
+    """One caption's G-VEval judgment as the sample log records it."""
+
+    item_id: str
+    caption: str
+    video: str | None  # the video the judge was shown (None in mode "references")
+    result: GVEvalResult
+    cache_hit: bool
+    requests: int
+
+    def record(self) -> dict[str, Any]:
+        failure = self.result.failure
+        return {
+            "caption": self.caption,
+            "video": self.video,
+            "scores": self.result.scores(),
+            "scoring": self.result.scoring,
+            "fallback_reason": self.result.fallback_reason,
+            "failure": failure.kind if failure else None,
+            "failure_detail": failure.detail if failure else None,
+            "raw_reply": self.result.raw_reply,
+            "cache_hit": self.cache_hit,
+            "requests": self.requests,
+        }
+
+
+def judge_item(doc: Mapping[str, Any], caption: str, settings: GVEvalSettings, client: Any) -> ItemJudgment:
+    """Judge one caption. Never raises for a bad item: a missing video or a failed judgment is an unjudged
+    result with its failure kind."""
+    item_id = str(doc["id"])
+    video = video_path(doc) if settings.needs_video else None
+    shown_video = str(video) if video else None
+    if settings.needs_video:
+        problem = missing_video_problem(doc)
+        if problem is not None:
+            log.error("G-VEval %s -> item unjudged (%s)", problem, VIDEO_MISSING)
+            result = GVEvalResult.unjudged(ParseFailure(VIDEO_MISSING, problem), settings.scoring)  # type: ignore[arg-type]
+            return ItemJudgment(item_id, caption, shown_video, result, cache_hit=False, requests=0)
+    observed = ObservedClient(client, extra_params=settings.extra_request_params(), default_model=PUBLISHED_MODEL)
+    judge = GVEvalJudge(observed, scoring=settings.scoring, mode=settings.mode, max_tries=settings.max_tries)  # type: ignore[arg-type]
+    result = judge.judge(
+        caption,
+        video=video,
+        references=list(doc.get("references") or ()) if settings.mode != "frames" else (),
+    )
+    if result.failure is not None:
+        log.warning("G-VEval item %s unjudged: %s: %s", item_id, result.failure.kind, result.failure.detail[:300])
+    return ItemJudgment(item_id, caption, shown_video, result, observed.cache_hit, observed.requests_made)
+
+
+def item_metrics(doc: Mapping[str, Any], judgment: ItemJudgment, identity: Mapping[str, Any]) -> dict[str, Any]:
+    """The per-item values lmms-eval aggregates, plus the `judgment` and `judge` records it logs."""
+    scores = judgment.result.scores()
+    # lmms-eval drops the document from the sample log; the leaderboard matches items across runs by item_id.
+    metrics: dict[str, Any] = {"item_id": judgment.item_id}
+    metrics.update({f"{METRIC_PREFIX}_{name}": scores[name] for name in DIMENSIONS})
+    metrics[f"{METRIC_PREFIX}_failed"] = int(not judgment.result.judged)
+    human_scores = doc.get("human_scores") or []
+    if human_scores:
+        for column, name in enumerate(DIMENSIONS):
+            metrics[f"{METRIC_PREFIX}_kendall_b_{name}"] = {
+                "judge": scores[name],
+                "human": [annotator[column] for annotator in human_scores],
+            }
+    metrics["judgment"] = judgment.record()
+    metrics["judge"] = dict(identity)
+    return metrics
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The lmms-eval task
+
+
+class GVEvalTask(SourcedTask):
+    """`class: !function utils.GVEvalTask` in tasks/gveval/*.yaml."""
+
+    def settings(self) -> GVEvalSettings:
+        return GVEvalSettings.resolve(self.config.metadata or {})
+
+    def check_ready(self) -> None:
+        self.settings()
+        JudgeConfig.from_env()
+
+    def process_document(self, doc: dict[str, Any], results: list[str]) -> dict[str, Any]:
+        settings = self.settings()
+        config = JudgeConfig.from_env()
+        caption = results[0] if results else ""
+        judgment = judge_item(doc, caption, settings, shared_client(config))
+        return item_metrics(doc, judgment, settings.identity(config))
