@@ -187,6 +187,9 @@ class OpenAITestServer:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            # Headers and body go out in two writes; with Nagle on, the client's delayed ACK adds ~40 ms to
+            # every response, which would dominate any throughput measurement.
+            disable_nagle_algorithm = True
 
             def log_message(self, *args: Any) -> None:  # keep test output quiet
                 pass
@@ -305,18 +308,27 @@ class OpenAITestServer:
 
 
 class ServerProcess:
-    """The test server in its own process (so it does not share the GIL with the code under test)."""
+    """The test server in its own process (so it does not share the GIL with the code under test).
 
-    def __init__(self, *args: str):
+    Serves until `stop()` (or leaving the `with` block) closes its stdin; `stats()` reads its request count.
+    """
+
+    def __init__(self, *extra_args: str, responder: str = "rubric", latency: float = 0.0,
+                 log_path: str | None = None, python: str | None = None, ready_timeout: float = 60.0):
         import subprocess
 
-        self._process = subprocess.Popen(
-            [sys.executable, __file__, *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
-        )
-        line = self._process.stdout.readline()
+        command = [python or sys.executable, __file__, "--responder", responder, "--latency", str(latency), *extra_args]
+        if log_path is not None:
+            command += ["--log", str(log_path)]
+        self._process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        found: list[str] = []
+        reader = threading.Thread(target=lambda: found.append(self._process.stdout.readline()), daemon=True)
+        reader.start()
+        reader.join(ready_timeout)
+        line = found[0].strip() if found else ""
         if not line.startswith("READY "):
-            self._process.kill()
-            raise RuntimeError(f"test server did not start: {line!r}")
+            self.stop()
+            raise RuntimeError(f"test server did not start (first line: {line!r})")
         self.base_url = line.split()[1]
 
     def stats(self) -> dict[str, int]:
@@ -326,15 +338,22 @@ class ServerProcess:
         with urllib.request.urlopen(f"{root}/_stats", timeout=10) as response:
             return json.loads(response.read())
 
+    def stop(self) -> None:
+        import subprocess
+
+        if self._process.poll() is None:
+            self._process.stdin.close()
+            try:
+                self._process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self._process.kill()
+                self._process.wait()
+
     def __enter__(self) -> "ServerProcess":
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._process.stdin.close()
-        try:
-            self._process.wait(timeout=10)
-        except Exception:
-            self._process.kill()
+        self.stop()
 
 
 def main(argv: list[str] | None = None) -> int:
