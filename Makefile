@@ -33,10 +33,10 @@ test: setup
 	$(PY) -m pytest tests
 
 demo: setup
-	$(PY) -m capjudge.judges.cli --help
+	$(PY) -m capjudge.judges.cli demo
 
 bench: setup
-	$(PY) -m pytest tests/benchmarks -p no:cacheprovider -s -o testpaths=tests/benchmarks
+	$(PY) tests/benchmarks/run.py
 
 clean:
 	rm -rf $(VENV)

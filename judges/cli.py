@@ -19,7 +19,7 @@ COMMAND_MODULES = (
     "capjudge.metrics.correlate_cli",
     "capjudge.metrics.leaderboard_cli",
     "capjudge.judges.local_server",
-    "capjudge.tasks.demo",
+    "capjudge.tasks.demo_run",
 )
 
 
