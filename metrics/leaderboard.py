@@ -112,6 +112,9 @@ class TaskRun:
     judges: Mapping[JudgeInfo, int]  # judge -> number of items it scored
     judge_source: Literal["samples", "config", "unknown"]
     samples_path: Path | None
+    # Metrics the task declares descriptive (`metadata.descriptive_metrics`, e.g. caption length): shown with
+    # a CI, never ranked, charted or tested, since a higher value is not a better model.
+    descriptive: frozenset[str] = frozenset()
 
     @property
     def has_samples(self) -> bool:
@@ -278,11 +281,13 @@ def _read_task(
         if isinstance(entry, Mapping) and entry.get("metric") in directions and "higher_is_better" in entry:
             directions[entry["metric"]] = bool(entry["higher_is_better"])
     score_key = str(task_config.get("score_key") or "score")
+    metadata = task_config.get("metadata") if isinstance(task_config.get("metadata"), Mapping) else {}
+    descriptive = frozenset(str(m) for m in metadata.get("descriptive_metrics") or ())
     if not samples_path.is_file():
         config_judge = _judge_from_config(task_config)
         return TaskRun(
             task, tuple(metric_names), directions, harness_values, None, {}, {},
-            {config_judge: 0} if config_judge else {}, "config" if config_judge else "unknown", None,
+            {config_judge: 0} if config_judge else {}, "config" if config_judge else "unknown", None, descriptive,
         )
     lines = _read_samples(samples_path)
     if not metric_names:  # no config and no results: take what the task logged
@@ -323,6 +328,7 @@ def _read_task(
         bool_valued={m: bool_valued[m] and seen_value[m] for m in metric_names},
         judges=dict(judges),
         judge_source=judge_source,
+        descriptive=descriptive,
         samples_path=samples_path,
     )
 
@@ -435,7 +441,7 @@ class Comparison:
 class MetricColumn:
     task: str
     metric: str
-    kind: Literal["score", "rate"]
+    kind: Literal["score", "rate", "descriptive"]
     higher_is_better: bool
     main: bool
     is_failure: bool
@@ -663,7 +669,9 @@ def _columns(runs: Sequence[Run]) -> tuple[MetricColumn, ...]:
     return tuple(columns)
 
 
-def _kind(task_runs: Sequence[TaskRun], metric: str) -> Literal["score", "rate"]:
+def _kind(task_runs: Sequence[TaskRun], metric: str) -> Literal["score", "rate", "descriptive"]:
+    if any(metric in t.descriptive for t in task_runs):
+        return "descriptive"
     observed = [t for t in task_runs if metric in t.values and np.isfinite(t.values[metric]).any()]
     if not observed:
         return "score"
