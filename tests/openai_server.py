@@ -75,7 +75,7 @@ def prompt_text(body: dict[str, Any]) -> str:
 
 def tokens_of(text: str) -> list[str]:
     """Split a reply into tokens the way GPT-4o-class tokenizers roughly do: numbers stay whole."""
-    return re.findall(r"\d+|\w+|\s+|[^\w\s]", text)
+    return re.findall(r"[^\W\d_]+|\d+|\s+|[^\w\s]|_", text)
 
 
 def with_logprobs(content: str, alternatives: dict[int, list[tuple[str, float]]] | None = None) -> Reply:

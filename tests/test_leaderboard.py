@@ -1,12 +1,10 @@
 """Leaderboards built from real lmms-eval runs of the captions_file model, judged by the test server.
 
-The module fixture runs lmms-eval twice on 10 items: a strong caption set from a JSONL file (long, specific
-captions) and a weak one from the documents' own `candidate` field (short captions, some "wrong"); the test
-server's rubric scores the first far higher. Everything else reads those real output folders, or copies of
-them edited the way real runs go wrong (fewer items, another judge, judge failures, no --log_samples).
-
-The judged task is a stand-in written by harness_runs.write_stand_in_judged_task; switch the fixture to the
-real tasks/gveval folder once it exists.
+The module fixture runs lmms-eval twice on the real `gveval_demo` task (10 generated clips, frames strip and
+references sent to the judge): a strong caption set (long, specific captions) and a weak one (short captions,
+some "wrong"), both from JSONL files; the test server's rubric scores the first far higher. Everything else
+reads those real output folders, or copies of them edited the way real runs go wrong (fewer items, another
+judge, judge failures, no --log_samples).
 """
 
 from __future__ import annotations
@@ -20,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from harness_runs import judge_server, run_lmms_eval, write_stand_in_judged_task
+from harness_runs import REPO_TASKS, judge_server, run_lmms_eval
 
 from capjudge.judges.cli import main as capjudge_main
 from capjudge.metrics.leaderboard import (
@@ -33,36 +31,45 @@ from capjudge.metrics.leaderboard import (
 )
 from capjudge.metrics.leaderboard_render import render_html, render_markdown, write_leaderboard
 
-TASK = "stand_in_gveval"
+TASK = "gveval_demo"
 N_ITEMS = 10
 MAIN_SCORES = ("gveval_mean", "gveval_accuracy", "gveval_completeness", "gveval_conciseness", "gveval_relevance")
 
 
-def _documents() -> list[dict]:
+def _item_ids() -> list[str]:
+    lines = (REPO_TASKS / "demo" / "gveval_demo.jsonl").read_text(encoding="utf-8").splitlines()
+    return [json.loads(line)["id"] for line in lines if line.strip()]
+
+
+def _weak_captions() -> list[dict]:
     weak = ["a dog", "wrong video", "a man walks", "something happens", "wrong", "people", "a car", "wrong scene", "a cat sits", "outside"]
-    return [{"video_id": f"clip{i:02d}", "candidate": weak[i]} for i in range(N_ITEMS)]
+    return [{"id": item_id, "caption": weak[i]} for i, item_id in enumerate(_item_ids())]
 
 
 def _strong_captions() -> list[dict]:
     return [
-        {"video_id": f"clip{i:02d}", "caption": f"A woman in a blue coat walks her brown dog along the busy harbour at dusk while boats pass behind them, scene {i}"}
-        for i in range(N_ITEMS)
+        {"id": item_id, "caption": f"A woman in a blue coat walks her brown dog along the busy harbour at dusk while boats pass behind them, scene {i}"}
+        for i, item_id in enumerate(_item_ids())
     ]
+
+
+def _write_jsonl(path: Path, rows: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    return path
 
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("leaderboard_runs")
-    include = write_stand_in_judged_task(root / "task", _documents(), TASK)
-    strong_file = root / "captions" / "strong.jsonl"
-    strong_file.parent.mkdir()
-    strong_file.write_text("".join(json.dumps(row) + "\n" for row in _strong_captions()), encoding="utf-8")
+    (root / "captions").mkdir()
+    strong_file = _write_jsonl(root / "captions" / "strong.jsonl", _strong_captions())
+    weak_file = _write_jsonl(root / "captions" / "weak_set.jsonl", _weak_captions())
     output = root / "out"
     with judge_server() as judge:
-        common = {"tasks": TASK, "output_path": output, "judge_base_url": judge.base_url, "include_path": include,
+        common = {"tasks": TASK, "output_path": output, "judge_base_url": judge.base_url,
                   "cache_path": root / "judge_cache.sqlite"}
         strong = run_lmms_eval(model="captions_file", model_args=f"path={strong_file}", **common)
-        weak = run_lmms_eval(model="captions_file", model_args="field=candidate,model_name=weak", **common)
+        weak = run_lmms_eval(model="captions_file", model_args=f"path={weak_file},model_name=weak", **common)
         judge_requests = len(judge.completions)
     return {"root": root, "output": output, "strong": strong, "weak": weak, "judge_requests": judge_requests}
 
@@ -110,10 +117,11 @@ def test_both_runs_judged_every_item_through_the_server(runs):
     for name in ("strong", "weak"):
         samples = runs[name].samples(TASK)
         assert len(samples) == N_ITEMS
-        assert all(isinstance(s["gveval_mean"], float) and s["gveval_failed"] is False for s in samples)
+        assert all(isinstance(s["gveval_mean"], float) and s["gveval_failed"] == 0 for s in samples)
         assert all(s["judge"]["model"] == "test-judge" for s in samples)
-    # The weak run returned exactly the documents' own candidates.
-    assert [s["filtered_resps"] for s in runs["weak"].samples(TASK)] == [d["candidate"] for d in _documents()]
+    # The weak run returned exactly the weak file's captions, matched by item id.
+    by_id = {row["id"]: row["caption"] for row in _weak_captions()}
+    assert [s["filtered_resps"] for s in runs["weak"].samples(TASK)] == [by_id[s["item_id"]] for s in runs["weak"].samples(TASK)]
     assert runs["weak"].run_dir.name == "weak"
 
 
@@ -190,7 +198,7 @@ def test_runs_are_found_from_an_output_folder_a_model_folder_or_a_results_file(r
     from_parts, _ = read_runs([str(runs["strong"].run_dir), str(runs["weak"].results_file)])
     assert sorted(r.name for r in from_root) == sorted(r.name for r in from_parts) == ["strong", "weak"]
     weak = next(r for r in from_root if r.name == "weak")
-    assert weak.model == "captions_file" and "field=candidate" in weak.model_args
+    assert weak.model == "captions_file" and "model_name=weak" in weak.model_args
     assert weak.tasks[TASK].judge_source == "samples"
 
 
