@@ -17,6 +17,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from capjudge.metrics.jsonl import numbered_objects
+
 EXIT_OK, EXIT_DATA_ERROR, EXIT_USAGE = 0, 1, 2
 
 
@@ -114,20 +116,8 @@ def _usage_problem(args: argparse.Namespace) -> str | None:
 
 
 def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
-    """Objects of a JSONL file; blank lines are skipped, anything else that is not an object is an error."""
-    rows = []
-    with open(path, encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as error:
-                raise CorrelateInputError(f"{path}, line {number}: not valid JSON ({error.msg})") from error
-            if not isinstance(row, dict):
-                raise CorrelateInputError(f"{path}, line {number}: expected a JSON object, got {type(row).__name__}")
-            rows.append({**row, "_line": number})
-    return rows
+    """Objects of a JSONL file, each with its `_line` number; anything but objects is an error."""
+    return [{**row, "_line": number} for number, row in numbered_objects(path, CorrelateInputError)]
 
 
 def _number_or_none(row: dict[str, Any], field: str, where: str) -> float | None:

@@ -43,6 +43,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from capjudge.metrics.jsonl import read_objects
 from capjudge.metrics.bootstrap import (
     BootstrapDistribution,
     draw_item_indices,
@@ -334,19 +335,7 @@ def _read_task(
 
 
 def _read_samples(path: Path) -> list[dict[str, Any]]:
-    lines = []
-    with path.open(encoding="utf-8") as handle:
-        for number, text in enumerate(handle, start=1):
-            if not text.strip():
-                continue
-            try:
-                line = json.loads(text)
-            except json.JSONDecodeError as error:
-                raise LeaderboardError(f"{path}, line {number}: not JSON ({error})") from None
-            if not isinstance(line, dict):
-                raise LeaderboardError(f"{path}, line {number}: expected an object")
-            lines.append(line)
-    return lines
+    return read_objects(path, LeaderboardError)
 
 
 def _item_key(line: Mapping[str, Any]) -> str:

@@ -36,7 +36,6 @@ from capjudge.judges.anycap import (
     AnyCapJudge,
     AnyCapResult,
 )
-from capjudge.judges.client import shared_client
 from capjudge.judges.config import JudgeConfig
 from capjudge.judges.length_rule import (
     CAPTION_TYPES,
@@ -63,7 +62,7 @@ from capjudge.tasks.harness import (
     setting,
     video_path,
 )
-from capjudge.tasks.sourced_task import SourcedTask
+from capjudge.tasks.sourced_task import JudgedTask
 
 __all__ = [
     "ANYCAP_FORMAT",
@@ -268,7 +267,7 @@ def judge_item(doc: Mapping[str, Any], caption: str, settings: AnyCapSettings, c
     return ItemJudgment(item_id, caption, shown_video, result, observed.raw_reply, observed.cache_hit, observed.requests_made)
 
 
-def item_metrics(judgment: ItemJudgment, identity: Mapping[str, Any]) -> dict[str, Any]:
+def item_metrics(doc: Mapping[str, Any], judgment: ItemJudgment, identity: Mapping[str, Any]) -> dict[str, Any]:
     """The per-item values lmms-eval aggregates, plus the `judgment` and `judge` records it logs."""
     result = judgment.result
     final = result.final_score if result.ok else None
@@ -288,19 +287,9 @@ def item_metrics(judgment: ItemJudgment, identity: Mapping[str, Any]) -> dict[st
 # The lmms-eval task
 
 
-class AnyCapTask(SourcedTask):
+class AnyCapTask(JudgedTask):
     """`class: !function utils.AnyCapTask` in tasks/anycap_style/*.yaml."""
 
-    def settings(self) -> AnyCapSettings:
-        return AnyCapSettings.resolve(self.config.metadata or {})
-
-    def check_ready(self) -> None:
-        self.settings()
-        JudgeConfig.from_env()
-
-    def process_document(self, doc: dict[str, Any], results: list[str]) -> dict[str, Any]:
-        settings = self.settings()
-        config = JudgeConfig.from_env()
-        caption = results[0] if results else ""
-        judgment = judge_item(doc, caption, settings, shared_client(config))
-        return item_metrics(judgment, settings.identity(config))
+    settings_type = AnyCapSettings
+    judge_item = staticmethod(judge_item)
+    item_metrics = staticmethod(item_metrics)

@@ -39,6 +39,8 @@ from typing import Any
 
 from lmms_eval.api.model import lmms
 
+from capjudge.metrics.jsonl import read_objects
+
 MODEL_ID = "captions_file"
 # The document fields tried, in order, when neither `key=` nor the task names the id field.
 DEFAULT_ID_FIELDS: tuple[str, ...] = ("id", "video_id", "vid")
@@ -89,14 +91,14 @@ def load_caption_set(path: str | Path, id_field: str | None = None, caption_fiel
         raise CaptionsFileError(f"captions file {path}: no such file")
     text = path.read_text(encoding="utf-8")
     if path.suffix.lower() == ".jsonl":
-        records: Any = _read_jsonl(path, text)
+        records: Any = read_objects(path, CaptionsFileError, what=f"captions file {path}")
     else:
         try:
             records = json.loads(text)
         except json.JSONDecodeError as error:
             # A .json file that is really JSON lines is common enough to accept.
             try:
-                records = _read_jsonl(path, text)
+                records = read_objects(path, CaptionsFileError, what=f"captions file {path}")
             except CaptionsFileError:
                 raise CaptionsFileError(f"captions file {path}: not JSON ({error})") from None
     captions: dict[str, str] = {}
@@ -127,18 +129,6 @@ def load_caption_set(path: str | Path, id_field: str | None = None, caption_fiel
             f"captions file {path}: {len(duplicates)} ids appear more than once: {', '.join(duplicates[:_SHOWN_IDS])}"
         )
     return CaptionSet(path, captions, "/".join(sorted(used_fields)) or None)
-
-
-def _read_jsonl(path: Path, text: str) -> list[Any]:
-    records = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            records.append(json.loads(line))
-        except json.JSONDecodeError as error:
-            raise CaptionsFileError(f"captions file {path}, line {number}: not JSON ({error})") from None
-    return records
 
 
 def _first_present(record: Mapping[str, Any], *candidates: Iterable[str]) -> str | None:

@@ -30,7 +30,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from capjudge.judges.client import shared_client
 from capjudge.judges.config import JudgeConfig
 from capjudge.judges.gveval import (
     DEFAULT_SAMPLING,
@@ -60,7 +59,7 @@ from capjudge.tasks.harness import (
     setting,
     video_path,
 )
-from capjudge.tasks.sourced_task import SourcedTask
+from capjudge.tasks.sourced_task import JudgedTask
 
 __all__ = [
     "DIMENSIONS",
@@ -283,19 +282,9 @@ def item_metrics(doc: Mapping[str, Any], judgment: ItemJudgment, identity: Mappi
 # The lmms-eval task
 
 
-class GVEvalTask(SourcedTask):
+class GVEvalTask(JudgedTask):
     """`class: !function utils.GVEvalTask` in tasks/gveval/*.yaml."""
 
-    def settings(self) -> GVEvalSettings:
-        return GVEvalSettings.resolve(self.config.metadata or {})
-
-    def check_ready(self) -> None:
-        self.settings()
-        JudgeConfig.from_env()
-
-    def process_document(self, doc: dict[str, Any], results: list[str]) -> dict[str, Any]:
-        settings = self.settings()
-        config = JudgeConfig.from_env()
-        caption = results[0] if results else ""
-        judgment = judge_item(doc, caption, settings, shared_client(config))
-        return item_metrics(doc, judgment, settings.identity(config))
+    settings_type = GVEvalSettings
+    judge_item = staticmethod(judge_item)
+    item_metrics = staticmethod(item_metrics)

@@ -23,7 +23,6 @@ local llama.cpp server's output constraint) without the judges having to know ab
 from __future__ import annotations
 
 import importlib
-import json
 import logging
 import math
 import os
@@ -34,6 +33,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from capjudge.judges.config import ConfigError
+from capjudge.metrics.jsonl import read_objects
 
 log = logging.getLogger(__name__)
 
@@ -131,19 +131,7 @@ def load_rows(source: DataSource, item_format: ItemFormat, split: str) -> list[d
 
 def read_json_lines(path: Path) -> list[dict[str, Any]]:
     """A JSONL file as a list of objects; a bad line is a DatasetError naming the file and line."""
-    records = []
-    with path.open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as error:
-                raise DatasetError(f"{path}, line {number}: not JSON ({error})") from None
-            if not isinstance(record, dict):
-                raise DatasetError(f"{path}, line {number}: expected an object, got {type(record).__name__}")
-            records.append(record)
-    return records
+    return read_objects(path, DatasetError)
 
 
 def record_id(record: Mapping[str, Any], position: int) -> str:

@@ -16,9 +16,11 @@ environment or the hub while the YAML stays static. Two lmms-eval behaviours sha
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable, ClassVar
 
 import datasets
+from capjudge.judges.client import shared_client
+from capjudge.judges.config import JudgeConfig
 from capjudge.tasks.harness import (
     DatasetError,
     ItemFormat,
@@ -64,3 +66,29 @@ class SourcedTask(ConfigurableTask):
         self.dataset = datasets.DatasetDict({split: dataset})
         self.dataset_no_image = self.dataset
         self.data_source = source
+
+
+class JudgedTask(SourcedTask):
+    """A SourcedTask whose per-item metrics come from judging the model's caption.
+
+    Subclasses name their settings type (with `resolve(metadata)` and `identity(config)`) and two functions:
+    `judge_item(doc, caption, settings, client)` and `item_metrics(doc, judgment, identity)`.
+    """
+
+    settings_type: ClassVar[Any]
+    judge_item: ClassVar[Callable[..., Any]]
+    item_metrics: ClassVar[Callable[..., dict[str, Any]]]
+
+    def settings(self) -> Any:
+        return self.settings_type.resolve(self.config.metadata or {})
+
+    def check_ready(self) -> None:
+        self.settings()
+        JudgeConfig.from_env()
+
+    def process_document(self, doc: dict[str, Any], results: list[str]) -> dict[str, Any]:
+        settings = self.settings()
+        config = JudgeConfig.from_env()
+        caption = results[0] if results else ""
+        judgment = type(self).judge_item(doc, caption, settings, shared_client(config))
+        return type(self).item_metrics(doc, judgment, settings.identity(config))

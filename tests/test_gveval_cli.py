@@ -108,6 +108,7 @@ def test_render_model_comes_from_flag_then_environment(tmp_path):
         "render", "gveval", "--caption", "c", "--image", str(image), "--model", "judge-flag", "--out", str(tmp_path / "b"),
         env={"MODEL_VERSION": "judge-from-env"},
     )
+    assert from_flag.returncode == 0, from_flag.stderr
     assert json.loads((tmp_path / "b" / "request.json").read_text())["model"] == "judge-flag"
 
 

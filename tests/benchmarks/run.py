@@ -181,7 +181,7 @@ def frames() -> Section:
     import av
 
     from capjudge.judges import anycap, frame_strip
-    from capjudge.judges.video import DecodeStats, sample_frames, sample_indices
+    from capjudge.judges.video import DecodeStats, sample_frames
 
     section = Section("Frames: 3-frame strip + 8 JPEG frames from a 10 s 720p H.264 clip (best of 3)")
     with tempfile.TemporaryDirectory() as tmp:
