@@ -131,12 +131,14 @@ def probe_video(path: PathLike) -> VideoInfo:
 
 def load_frames(sources: Sequence[FrameSource], points: int, keep: int | None = None) -> list["Image.Image"]:
     """Pre-extracted frames (image paths or PIL images, in video order) picked by the same indices as
-    `sample_frames`; only the picked paths are opened."""
+    `sample_frames`; only the picked paths are opened. Exactly as many frames as the judge shows
+    (`keep`, else `points`) are taken as they are: they are already the sample, not a video to sample."""
     from PIL import Image, UnidentifiedImageError
 
     if len(sources) == 0:
         raise ValueError("no frames given: need at least one frame image")
-    wanted = _selected_indices(len(sources), points, keep)
+    shown = keep if keep is not None else points
+    wanted = list(range(shown)) if len(sources) == shown else _selected_indices(len(sources), points, keep)
     loaded: dict[int, Image.Image] = {}
     for index in sorted(set(wanted)):
         source = sources[index]

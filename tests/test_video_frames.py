@@ -258,3 +258,13 @@ def test_error_message_names_file_and_problem(tmp_path):
     assert str(error) == f"{tmp_path / 'clip.mp4'}: file does not exist"
     assert error.problem == "file does not exist"
     assert os.fspath(tmp_path / "clip.mp4") == error.path
+
+
+def test_exactly_the_shown_number_of_frames_is_taken_as_it_is():
+    three = [Image.new("RGB", (32, 24), frame_colour(i)) for i in (5, 9, 13)]
+    assert [frame_index_of(f) for f in load_frames(three, 4, keep=3)] == [5, 9, 13]
+    eight = [Image.new("RGB", (32, 24), frame_colour(i)) for i in range(8)]
+    assert [frame_index_of(f) for f in load_frames(eight, 8)] == list(range(8))
+    # Any other count is a sequence to sample, as a video would be: int(linspace(0, 4, 4))[:3] = 0, 1, 2.
+    five = [Image.new("RGB", (32, 24), frame_colour(i)) for i in range(5)]
+    assert [frame_index_of(f) for f in load_frames(five, 4, keep=3)] == [0, 1, 2]
