@@ -33,6 +33,7 @@ from capjudge.judges.length_rule import (
     parse_tolerance,
 )
 from capjudge.judges.types import ChatRequest, ImagePart
+from capjudge.judges.wordcount import count_words
 
 if TYPE_CHECKING:
     from capjudge.judges.client import JudgeClient
@@ -61,6 +62,7 @@ DEFAULT_MAX_TOKENS = 4096
 PUBLISHED_MAX_TRIES = 5
 
 FLAG_INSTRUCTION_MISSING = "instruction_missing"
+UNKNOWN_CAPTION_TYPE = "unknown_caption_type"
 
 CapRule = Literal["length_tolerance", "instruction_restriction"]
 
@@ -231,7 +233,14 @@ class AnyCapJudge:
         `instruction_rule` is on; without it the rule cannot apply and the result is flagged."""
         from capjudge.judges.video import VideoError
 
-        tolerance = check_length_tolerance(caption_type, output, reference, self.tolerance, item=item)
+        try:
+            tolerance = check_length_tolerance(caption_type, output, reference, self.tolerance, item=item)
+        except UnknownCaptionType as error:
+            # A bad row, not a bad run: unjudged, with the message naming the item and the type.
+            return AnyCapResult.from_checks(
+                None, _unchecked(caption_type, output, reference, self.tolerance), None,
+                failure=UNKNOWN_CAPTION_TYPE, failure_detail=str(error),
+            )
         restriction = self._restriction_check(instruction, output)
         try:
             request = build_request(
@@ -261,6 +270,12 @@ class AnyCapJudge:
         if instruction is None:
             return RestrictionCheck("", None, None, None, MAX_SCORE, (FLAG_INSTRUCTION_MISSING,))
         return check_instruction_restriction(instruction, output)
+
+
+def _unchecked(caption_type: object, output: str, reference: str, tolerance: int) -> ToleranceCheck:
+    """The length record of an item whose caption type is unknown: counted, but no rule applied."""
+    output_words, reference_words = count_words(output), count_words(reference)
+    return ToleranceCheck(str(caption_type), False, output_words, reference_words, tolerance, None, MAX_SCORE)
 
 
 def _where(item: object) -> str:

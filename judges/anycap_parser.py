@@ -108,7 +108,7 @@ def _decoded_objects(text: str) -> list[dict[str, Any]]:
 def _decode(candidate: str) -> dict[str, Any] | None:
     try:
         value = json.loads(candidate)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: objects nested deeper than Python's stack
         try:
             value = ast.literal_eval(candidate)
         except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
@@ -116,22 +116,49 @@ def _decode(candidate: str) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
+# A "{" that can open an object with a "score" key: the first key follows it, and keys are quoted (JSON,
+# Python, typographic). Scanning from every "{" instead made a reply full of braces (a looping model, or
+# one quoting a caption) cost time quadratic in its length: 20,000 braces took a minute to parse.
+_OBJECT_START = re.compile("\\{(?=\\s*[\"'\u201c\u201d\u2018\u2019])")
+
+
 def _brace_spans(text: str) -> Iterator[tuple[int, int]]:
-    """(start, end) of balanced braces opening at each "{": quote-aware and quote-blind."""
-    for start, char in enumerate(text):
-        if char != "{":
-            continue
-        for aware in (True, False):
-            end = _matching_brace(text, start, quote_aware=aware)
-            if end is not None:
-                yield start, end
+    """(start, end) of balanced braces opening at each object start: quote-aware and quote-blind."""
+    blind = _blind_matches(text)
+    aware: dict[int, int | None] = {}
+    for start in reversed([found.start() for found in _OBJECT_START.finditer(text)]):
+        aware[start] = _matching_brace(text, start, aware)
+    for start, end in aware.items():
+        if end is not None:
+            yield start, end
+        if start in blind:
+            yield start, blind[start]
 
 
-def _matching_brace(text: str, start: int, *, quote_aware: bool) -> int | None:
+def _blind_matches(text: str) -> dict[int, int]:
+    """{start: end} of every balanced "{...}" ignoring quotes, in one pass with a stack."""
+    matches: dict[int, int] = {}
+    open_at: list[int] = []
+    for index, char in enumerate(text):
+        if char == "{":
+            open_at.append(index)
+        elif char == "}" and open_at:
+            matches[open_at.pop()] = index + 1
+    return matches
+
+
+def _matching_brace(text: str, start: int, known: dict[int, int | None]) -> int | None:
+    """End of the quote-aware balanced span opening at `start`, or None.
+
+    `known` holds the results for object starts after this one. A scan that reaches one of them outside
+    quotes is from there on the same scan (only deeper), so it jumps to that span's end, or gives up when
+    that span never closes: every character is then scanned about once, not once per "{".
+    """
     depth = 0
     quote: str | None = None
     escaped = False
-    for index in range(start, len(text)):
+    index = start
+    while index < len(text):
         char = text[index]
         if quote is not None:
             if escaped:
@@ -140,15 +167,21 @@ def _matching_brace(text: str, start: int, *, quote_aware: bool) -> int | None:
                 escaped = True
             elif char == quote:
                 quote = None
-            continue
-        if quote_aware and char in "\"'":
+        elif char in "\"'":
             quote = char
         elif char == "{":
+            if index != start and index in known:
+                inner_end = known[index]
+                if inner_end is None:
+                    return None
+                index = inner_end
+                continue
             depth += 1
         elif char == "}":
             depth -= 1
             if depth == 0:
                 return index + 1
+        index += 1
     return None
 
 

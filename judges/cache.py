@@ -65,6 +65,7 @@ def reply_from_json(text: str) -> JudgeReply:
         model=data.get("model"),
         usage=Usage(**data.get("usage", {})),
         cached=True,
+        refusal=data.get("refusal"),
     )
 
 

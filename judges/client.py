@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import re
 import threading
 import time
 from collections import defaultdict
@@ -42,6 +43,9 @@ from capjudge.judges.types import (
 )
 
 T = TypeVar("T")
+# Failure kinds the client itself reports (the parsers report theirs).
+BAD_INPUT = "bad_input"
+REFUSAL = "refusal"
 Parser = Callable[[JudgeReply], "T | ParseFailure"]
 
 log = logging.getLogger(__name__)
@@ -120,6 +124,11 @@ class JudgeClient:
         if max_tries < 1:
             raise ValueError(f"max_tries must be at least 1, got {max_tries}")
         body = request.body(self.config.model)
+        unsendable = _unencodable_text(request)
+        if unsendable is not None:
+            # Not valid Unicode, so it cannot be encoded as UTF-8 for the request (or the cache key): a bad
+            # item, reported as one instead of an exception that would end the run.
+            return JudgeOutcome(None, ParseFailure(BAD_INPUT, unsendable), (), (), Usage())
         attempts: list[Attempt] = []
         replies: list[JudgeReply] = []
         usage = Usage()
@@ -133,7 +142,12 @@ class JudgeClient:
             replies.append(reply)
             if not reply.cached:  # a cached reply cost nothing this time
                 usage = usage + reply.usage
-            parsed = parse(reply)
+            if reply.content is None and reply.refusal:
+                # A refusal has no content for the parser; report it as what it is, with its text. Re-asked
+                # like any rejected reply (at temperature > 0 the next sample may answer).
+                parsed: Any = ParseFailure(REFUSAL, f"the judge refused: {reply.refusal[:300]}")
+            else:
+                parsed = parse(reply)
             if not isinstance(parsed, ParseFailure):
                 self._account(judge_version, usage, replies)
                 return JudgeOutcome(parsed, None, tuple(replies), tuple(attempts), usage)
@@ -255,10 +269,19 @@ class JudgeClient:
         except (openai.APIResponseValidationError, ValueError) as error:
             # A 200 whose body is not a chat completion (truncated or malformed JSON).
             raise TransportError("bad_response", f"{type(error).__name__}: {str(error)[:200]}") from None
-        reply = _reply_from_completion(completion)
+        try:
+            reply = _reply_from_completion(completion)
+        except (AttributeError, TypeError, ValueError) as error:
+            # Valid JSON that is not shaped like a chat completion (a gateway's own object, a number where
+            # text belongs): as retryable as a truncated body, and never an exception that ends the run.
+            detail = f"malformed chat completion: {type(error).__name__}: {str(error)[:200]}"
+            raise TransportError("bad_response", detail) from None
         if reply.content is not None and self.redact(reply.content) != reply.content:
-            # A server that echoes the key must not get it into parsers, caches or results.
-            reply = replace(reply, content=self.redact(reply.content))
+            # A server that echoes the key must not get it into parsers, caches or results. Its logprob
+            # tokens spell the same text, key included, so they go too.
+            reply = replace(reply, content=self.redact(reply.content), logprobs=None)
+        if reply.refusal is not None and self.redact(reply.refusal) != reply.refusal:
+            reply = replace(reply, refusal=self.redact(reply.refusal))
         return reply
 
 
@@ -285,7 +308,8 @@ def _reply_from_completion(completion: Any) -> JudgeReply:
         raise TransportError("bad_response", "response has no choices")
     choice = choices[0]
     message = choice.message
-    content = message.content if message is not None else None
+    content = _text_field("content", message.content) if message is not None else None
+    refusal = _text_field("refusal", getattr(message, "refusal", None)) if message is not None else None
     logprobs = None
     if choice.logprobs is not None and choice.logprobs.content is not None:
         logprobs = tuple(
@@ -301,13 +325,44 @@ def _reply_from_completion(completion: Any) -> JudgeReply:
         content=content,
         logprobs=logprobs,
         finish_reason=choice.finish_reason,
-        model=completion.model,
+        model=_text_field("model", completion.model),
         usage=Usage(
             prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
             completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
             requests=1,
         ),
+        refusal=refusal,
     )
+
+
+# A code point in the surrogate range: in a Python str decoded from JSON, only an unpaired one (a pair is
+# decoded to one character). Such text cannot be encoded as UTF-8.
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _text_field(name: str, value: Any) -> str | None:
+    """A text field of the reply, checked: None or a string, with unpaired surrogates (`"\\ud800"` escapes from
+    a broken server) replaced by U+FFFD as any UTF-8 decoder does; left in, they would make the cache write
+    and the sample log raise. Anything else is a TypeError (a malformed completion)."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise TypeError(f"{name!r} is {type(value).__name__}, not text")
+    return _SURROGATE.sub("\ufffd", value)
+
+
+def _unencodable_text(request: ChatRequest) -> str | None:
+    """Why the request's text cannot be sent (an unpaired surrogate, e.g. from a broken JSON file), or None."""
+    for position, part in enumerate(request.parts):
+        if isinstance(part, str):
+            found = _SURROGATE.search(part)
+            if found is not None:
+                context = part[max(0, found.start() - 40) : found.start()].encode("utf-8", "replace").decode("utf-8")
+                return (
+                    f"text part {position} has an unpaired surrogate U+{ord(found.group()):04X} at character "
+                    f"{found.start()} (after {context!r}): not valid Unicode, so it cannot be sent"
+                )
+    return None
 
 
 # One client per process per configuration, so every task and thread shares the concurrency bound and the

@@ -42,6 +42,8 @@ __all__ = [
     "render_prompt",
 ]
 
+BAD_INPUT = "bad_input"
+
 # Part of every cache key: bump when the prompt, the image or the parsing changes what a reply means.
 JUDGE_VERSION = "gveval-accr-video/1"
 PUBLISHED_MODEL = "gpt-4o-2024-05-13"
@@ -220,6 +222,10 @@ class GVEvalJudge:
             request = self.request_for(caption, **inputs)
         except VideoError as error:
             return GVEvalResult.unjudged(ParseFailure("video_error", str(error)), self.scoring)
+        except (ValueError, TypeError) as error:
+            # This item's inputs cannot make a request (no references, an empty reference, no visual input,
+            # a caption that is not text): unjudged, so one bad row never ends a run.
+            return GVEvalResult.unjudged(ParseFailure(BAD_INPUT, str(error)), self.scoring)
         outcome = self.client.judge(request, self._parse, judge_version=JUDGE_VERSION, max_tries=self.max_tries)
         return self._result(outcome)
 
@@ -228,6 +234,10 @@ class GVEvalJudge:
             request = self.request_for(caption, **inputs)
         except VideoError as error:
             return GVEvalResult.unjudged(ParseFailure("video_error", str(error)), self.scoring)
+        except (ValueError, TypeError) as error:
+            # This item's inputs cannot make a request (no references, an empty reference, no visual input,
+            # a caption that is not text): unjudged, so one bad row never ends a run.
+            return GVEvalResult.unjudged(ParseFailure(BAD_INPUT, str(error)), self.scoring)
         outcome = await self.client.ajudge(
             request, self._parse, judge_version=JUDGE_VERSION, max_tries=self.max_tries
         )

@@ -103,6 +103,9 @@ class JudgeReply:
     model: str | None
     usage: Usage
     cached: bool = False
+    # The model's refusal message (OpenAI's `message.refusal`), when it declined instead of answering; the
+    # content is then None. Kept so a refusal is reported as one, with its text, not as an unparsable reply.
+    refusal: str | None = None
 
 
 @dataclass(frozen=True)
