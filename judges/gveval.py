@@ -176,7 +176,7 @@ class GVEvalJudge:
     """G-VEval ACCR judgments through a judge client (`capjudge.judges.client`).
 
     `judge` never raises for a bad item: an unusable video, replies that never parse and transport failures
-    all come back as an unjudged GVEvalResult whose `failure.kind` says which ("video_error", "missing",
+    all come back as an unjudged GVEvalResult whose `failure.kind` says which ("video_unreadable", "missing",
     "out_of_range", "request_failed", ...). References are used only by the modes that include them.
     """
 
@@ -221,7 +221,7 @@ class GVEvalJudge:
         try:
             request = self.request_for(caption, **inputs)
         except VideoError as error:
-            return GVEvalResult.unjudged(ParseFailure("video_error", str(error)), self.scoring)
+            return GVEvalResult.unjudged(ParseFailure("video_unreadable", str(error)), self.scoring)
         except (ValueError, TypeError) as error:
             # This item's inputs cannot make a request (no references, an empty reference, no visual input,
             # a caption that is not text): unjudged, so one bad row never ends a run.
@@ -233,7 +233,7 @@ class GVEvalJudge:
         try:
             request = self.request_for(caption, **inputs)
         except VideoError as error:
-            return GVEvalResult.unjudged(ParseFailure("video_error", str(error)), self.scoring)
+            return GVEvalResult.unjudged(ParseFailure("video_unreadable", str(error)), self.scoring)
         except (ValueError, TypeError) as error:
             # This item's inputs cannot make a request (no references, an empty reference, no visual input,
             # a caption that is not text): unjudged, so one bad row never ends a run.

@@ -8,7 +8,6 @@ here, with its id in the message, instead of surfacing later as a NaN inside a c
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -16,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from capjudge.metrics.jsonl import read_json
 
 # Order of the columns in each annotator's list, as published. The G-VEval code correlates baselines with
 # column 4 (the mean of the four ACCR dimensions).
@@ -57,10 +57,7 @@ class MsvdItem:
 def load_msvd_eval(path: str | Path) -> tuple[MsvdItem, ...]:
     """Read and validate MSVD-Eval.json; items keep the file's order."""
     path = Path(path)
-    try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as error:
-        raise MsvdEvalError(f"{path}: not valid JSON ({error})") from error
+    raw = read_json(path, MsvdEvalError)
     if not isinstance(raw, dict):
         raise MsvdEvalError(f"{path}: expected a JSON object mapping item id -> item, got {type(raw).__name__}")
     return tuple(parse_item(str(item_id), row) for item_id, row in raw.items())

@@ -31,7 +31,6 @@ the count), and no judge call is ever made for a partial caption set.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,7 +38,7 @@ from typing import Any
 
 from lmms_eval.api.model import lmms
 
-from capjudge.metrics.jsonl import read_objects
+from capjudge.metrics.jsonl import read_json, read_objects
 
 MODEL_ID = "captions_file"
 # The document fields tried, in order, when neither `key=` nor the task names the id field.
@@ -89,18 +88,18 @@ def load_caption_set(path: str | Path, id_field: str | None = None, caption_fiel
     path = Path(path).expanduser()
     if not path.is_file():
         raise CaptionsFileError(f"captions file {path}: no such file")
-    text = path.read_text(encoding="utf-8")
+    what = f"captions file {path}"
     if path.suffix.lower() == ".jsonl":
-        records: Any = read_objects(path, CaptionsFileError, what=f"captions file {path}")
+        records: Any = read_objects(path, CaptionsFileError, what)
     else:
         try:
-            records = json.loads(text)
-        except json.JSONDecodeError as error:
+            records = read_json(path, CaptionsFileError, what)
+        except CaptionsFileError as not_json:
             # A .json file that is really JSON lines is common enough to accept.
             try:
-                records = read_objects(path, CaptionsFileError, what=f"captions file {path}")
+                records = read_objects(path, CaptionsFileError, what)
             except CaptionsFileError:
-                raise CaptionsFileError(f"captions file {path}: not JSON ({error})") from None
+                raise not_json from None
     captions: dict[str, str] = {}
     used_fields: set[str] = set()
     if isinstance(records, dict):

@@ -23,7 +23,6 @@ every request. The judge model is the client's (MODEL_VERSION / CAPJUDGE_JUDGE_M
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -41,6 +40,7 @@ from capjudge.judges.gveval import (
 )
 from capjudge.judges.types import ParseFailure
 from capjudge.metrics.harness_aggregation import kendall_b
+from capjudge.metrics.jsonl import read_json
 from capjudge.metrics.msvd_eval import DIMENSIONS, MsvdEvalError, parse_item
 from capjudge.tasks.harness import (
     DatasetError,
@@ -96,10 +96,7 @@ def read_msvd_eval_file(path: Path) -> list[dict[str, Any]]:
     split, or any copy in the same shape) has one object per line with an `id` field."""
     if path.suffix.lower() == ".jsonl":
         return read_json_lines(path)
-    try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as error:
-        raise DatasetError(f"{path}: not valid JSON ({error})") from None
+    raw = read_json(path, DatasetError)
     if isinstance(raw, dict):
         records = []
         for item_id, row in raw.items():

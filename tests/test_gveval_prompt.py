@@ -267,7 +267,7 @@ def test_judge_reports_unparsable_replies_and_bad_videos_as_unjudged(clip, tmp_p
     assert not result.judged and result.failure_kind == "missing" and result.raw_reply == "α80α only"
     assert result.failure.data["dimensions"] == {"completeness": "missing", "conciseness": "missing", "relevance": "missing"}
     broken = GVEvalJudge(ScriptedClient([GOOD_REPLY])).judge("c", video=tmp_path / "missing.mp4")
-    assert not broken.judged and broken.failure_kind == "video_error" and "missing.mp4" in broken.failure.detail
+    assert not broken.judged and broken.failure_kind == "video_unreadable" and "missing.mp4" in broken.failure.detail
 
 
 def test_judge_uses_references_only_in_modes_that_take_them(clip):

@@ -211,7 +211,7 @@ def test_frames_run_judges_the_readable_videos_and_reports_the_unreadable_one(vi
     results = video_run.run.results()
     assert _metric(results, "gveval", "gveval_failed") == 1
     samples = {sample["item_id"]: sample for sample in video_run.run.samples("gveval")}
-    assert samples["vid9"]["judgment"]["failure"] == "video_error"
+    assert samples["vid9"]["judgment"]["failure"] == "video_unreadable"
     assert str(video_run.clips / "broken.mp4") in samples["vid9"]["judgment"]["failure_detail"]
     judged = [samples[item_id]["gveval_mean"] for item_id in ("vid1", "vid2", "vid3")]
     assert _metric(results, "gveval", "gveval_mean") == pytest.approx(sum(judged) / 3)
