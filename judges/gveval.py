@@ -218,30 +218,30 @@ class GVEvalJudge:
         )
 
     def judge(self, caption: str, **inputs: Any) -> GVEvalResult:
-        try:
-            request = self.request_for(caption, **inputs)
-        except VideoError as error:
-            return GVEvalResult.unjudged(ParseFailure("video_unreadable", str(error)), self.scoring)
-        except (ValueError, TypeError) as error:
-            # This item's inputs cannot make a request (no references, an empty reference, no visual input,
-            # a caption that is not text): unjudged, so one bad row never ends a run.
-            return GVEvalResult.unjudged(ParseFailure(BAD_INPUT, str(error)), self.scoring)
+        request = self._request_or_unjudged(caption, inputs)
+        if isinstance(request, GVEvalResult):
+            return request
         outcome = self.client.judge(request, self._parse, judge_version=JUDGE_VERSION, max_tries=self.max_tries)
         return self._result(outcome)
 
     async def ajudge(self, caption: str, **inputs: Any) -> GVEvalResult:
+        request = self._request_or_unjudged(caption, inputs)
+        if isinstance(request, GVEvalResult):
+            return request
+        outcome = await self.client.ajudge(
+            request, self._parse, judge_version=JUDGE_VERSION, max_tries=self.max_tries
+        )
+        return self._result(outcome)
+
+    def _request_or_unjudged(self, caption: str, inputs: dict[str, Any]) -> ChatRequest | GVEvalResult:
         try:
-            request = self.request_for(caption, **inputs)
+            return self.request_for(caption, **inputs)
         except VideoError as error:
             return GVEvalResult.unjudged(ParseFailure("video_unreadable", str(error)), self.scoring)
         except (ValueError, TypeError) as error:
             # This item's inputs cannot make a request (no references, an empty reference, no visual input,
             # a caption that is not text): unjudged, so one bad row never ends a run.
             return GVEvalResult.unjudged(ParseFailure(BAD_INPUT, str(error)), self.scoring)
-        outcome = await self.client.ajudge(
-            request, self._parse, judge_version=JUDGE_VERSION, max_tries=self.max_tries
-        )
-        return self._result(outcome)
 
     def _result(self, outcome: Any) -> GVEvalResult:
         if outcome.ok:

@@ -94,17 +94,9 @@ def sample_frames(
     with no decodable frame. `stats`, when given, is filled in with the decode work done.
     """
     _check_file(path)
-    import av
-
     stats = stats if stats is not None else DecodeStats()
-    try:
-        container = av.open(os.fspath(path))
-    except (av.error.FFmpegError, OSError, UnicodeDecodeError) as error:
-        raise VideoError(path, f"not a readable video file ({error})") from error
+    container, stream = _open_video(path)
     with container:
-        if not container.streams.video:
-            raise VideoError(path, "contains no video stream")
-        stream = container.streams.video[0]
         info = _probe(path, container, stream)
         stats.info = info
         if info.n_frames == 0:
@@ -117,16 +109,9 @@ def sample_frames(
 def probe_video(path: PathLike) -> VideoInfo:
     """Frame count, its source, frame rate and size of the first video stream, decoding nothing."""
     _check_file(path)
-    import av
-
-    try:
-        container = av.open(os.fspath(path))
-    except (av.error.FFmpegError, OSError, UnicodeDecodeError) as error:
-        raise VideoError(path, f"not a readable video file ({error})") from error
+    container, stream = _open_video(path)
     with container:
-        if not container.streams.video:
-            raise VideoError(path, "contains no video stream")
-        return _probe(path, container, container.streams.video[0])
+        return _probe(path, container, stream)
 
 
 def load_frames(sources: Sequence[FrameSource], points: int, keep: int | None = None) -> list["Image.Image"]:
@@ -152,6 +137,20 @@ def load_frames(sources: Sequence[FrameSource], points: int, keep: int | None = 
         except (UnidentifiedImageError, OSError) as error:
             raise VideoError(source, f"not a readable image ({error})") from error
     return [loaded[index] for index in wanted]
+
+
+def _open_video(path: PathLike):
+    """The open container and its first video stream; VideoError when either is not there."""
+    import av
+
+    try:
+        container = av.open(os.fspath(path))
+    except (av.error.FFmpegError, OSError, UnicodeDecodeError) as error:
+        raise VideoError(path, f"not a readable video file ({error})") from error
+    if not container.streams.video:
+        container.close()
+        raise VideoError(path, "contains no video stream")
+    return container, container.streams.video[0]
 
 
 def _check_file(path: PathLike) -> None:
