@@ -26,10 +26,19 @@ CoefficientName = Literal["pearson", "spearman", "kendall_b", "kendall_c"]
 COEFFICIENT_NAMES: tuple[CoefficientName, ...] = ("kendall_b", "kendall_c", "pearson", "spearman")
 
 # Above this many pairs the (P, P) concordance matrix of the vectorised Kendall statistic gets too large
-# (memory P*P*8 bytes, time B*P*P); beyond it each resample is expanded and handed to scipy instead.
+# (memory P*P*8 bytes, time B*P*P); beyond it S is counted per rating level (`_kendall_s_by_counting`) or,
+# when both sides are continuous, each resample is expanded and handed to scipy.
 _MAX_PAIRS_FOR_MATRIX_KENDALL = 2500
+# Above it, when one side takes at most this many distinct values (ratings), S is counted per level instead.
+_MAX_LEVELS_FOR_COUNTING_KENDALL = 64
 # Weight matrices are evaluated in blocks of about this many elements (32 MB of float64).
 _WEIGHT_ELEMENTS_PER_BLOCK = 4_000_000
+# BCa's acceleration needs a jackknife. Leaving out one item at a time costs one statistic evaluation per
+# item, which dominates everything above a few thousand items (an O(n log n) statistic evaluated n times).
+# Above this many items the jackknife leaves out one of `_JACKKNIFE_GROUPS` random groups of items instead
+# (a delete-a-group jackknife; the acceleration is a ratio of moments, so the group size cancels out).
+_MAX_LEAVE_ONE_OUT_ITEMS = 2500
+_JACKKNIFE_GROUPS = 200
 
 
 @dataclass(frozen=True)
@@ -48,7 +57,7 @@ class BootstrapDistribution:
 
     estimate: float
     resampled: np.ndarray  # (B,) finite values only
-    jackknife: np.ndarray  # (n_items,) finite values only
+    jackknife: np.ndarray  # (n_items,) or (groups,) finite values only; see jackknife_units
     n_undefined: int
 
 
@@ -60,14 +69,25 @@ def draw_item_indices(n_items: int, n_resamples: int, seed: int | np.random.Gene
 
 def resample_weights(item_of_pair: np.ndarray, n_items: int, indices: np.ndarray) -> np.ndarray:
     """Multiplicity of every pair in every resample: the number of times its item was drawn."""
-    item_counts = np.zeros((indices.shape[0], n_items), dtype=np.int64)
-    rows = np.repeat(np.arange(indices.shape[0]), indices.shape[1])
-    np.add.at(item_counts, (rows, indices.ravel()), 1)
+    n_rows = indices.shape[0]
+    flat = (np.arange(n_rows)[:, None] * n_items + indices).ravel()
+    item_counts = np.bincount(flat, minlength=n_rows * n_items).reshape(n_rows, n_items)
     return item_counts[:, item_of_pair].astype(np.float64)
 
 
+def jackknife_units(item_of_pair: np.ndarray, n_items: int) -> tuple[np.ndarray, int]:
+    """What the jackknife leaves out, per pair: its item, or (above `_MAX_LEAVE_ONE_OUT_ITEMS` items) its
+    item's group, with groups drawn by a fixed-seed permutation so results are reproducible."""
+    if n_items <= _MAX_LEAVE_ONE_OUT_ITEMS:
+        return item_of_pair, n_items
+    group_of_item = np.empty(n_items, dtype=np.int64)
+    group_of_item[np.random.default_rng(0).permutation(n_items)] = np.arange(n_items) % _JACKKNIFE_GROUPS
+    return group_of_item[item_of_pair], _JACKKNIFE_GROUPS
+
+
 def jackknife_weights(item_of_pair: np.ndarray, n_items: int, start: int = 0, stop: int | None = None) -> np.ndarray:
-    """Weights that leave out one item (all of its pairs) per row, for left-out items start..stop-1."""
+    """Weights that leave out one item (all of its pairs) per row, for left-out items start..stop-1.
+    Given group ids instead of item ids (see `jackknife_units`), it leaves out one group per row."""
     left_out = np.arange(start, n_items if stop is None else stop)
     return (left_out[:, None] != item_of_pair[None, :]).astype(np.float64)
 
@@ -97,18 +117,18 @@ def weighted_pearson(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> np.ndarray:
     return np.clip(r, -1.0, 1.0)
 
 
-def _tie_groups(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Group index of each value among the sorted distinct values, and the one-hot (P, G) group matrix."""
+def _group_weights(values: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Group index of each value among the sorted distinct values, and the (B, G) weight each resample puts on
+    each distinct value (summed without a dense (P, G) one-hot matrix, which continuous scores would make P x P)."""
     distinct, group = np.unique(values, return_inverse=True)
-    onehot = np.zeros((values.size, distinct.size))
-    onehot[np.arange(values.size), group] = 1.0
-    return group, onehot
+    order = np.argsort(group, kind="stable")
+    starts = np.searchsorted(group[order], np.arange(distinct.size))
+    return group, np.add.reduceat(w[:, order], starts, axis=1)
 
 
 def weighted_midranks(values: np.ndarray, w: np.ndarray) -> np.ndarray:
     """(B, P) mid-ranks each pair would get in each resample (ties share the average rank, as in rankdata)."""
-    group, onehot = _tie_groups(values)
-    group_weight = w @ onehot  # (B, G): how many copies of each distinct value the resample holds
+    group, group_weight = _group_weights(values, w)  # (B, G): copies of each distinct value in the resample
     below = np.cumsum(group_weight, axis=1) - group_weight
     group_rank = below + (group_weight + 1.0) / 2.0
     return group_rank[:, group]
@@ -120,8 +140,7 @@ def weighted_spearman(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> np.ndarray
 
 def _tied_pair_count(values: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per resample: pairs tied on `values`, and the number of distinct values present."""
-    _, onehot = _tie_groups(values)
-    group_weight = w @ onehot
+    _, group_weight = _group_weights(values, w)
     tied = (group_weight * (group_weight - 1.0) / 2.0).sum(axis=1)
     distinct = (group_weight > 0).sum(axis=1)
     return tied, distinct
@@ -129,12 +148,15 @@ def _tied_pair_count(values: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.
 
 def weighted_kendall(x: np.ndarray, y: np.ndarray, w: np.ndarray, variant: Literal["b", "c"]) -> np.ndarray:
     """Kendall tau-b or tau-c with the same tie conventions as scipy.stats.kendalltau."""
-    if x.size > _MAX_PAIRS_FOR_MATRIX_KENDALL:
+    if x.size <= _MAX_PAIRS_FOR_MATRIX_KENDALL:
+        # concordance[i, j] = +1 concordant, -1 discordant, 0 tied in x or y (including a pair with itself).
+        concordance = np.sign(x[:, None] - x[None, :]) * np.sign(y[:, None] - y[None, :])
+        # Each unordered pair of copies counted once: S = sum_{i<j} w_i w_j c_ij = w C w / 2.
+        s = ((w @ concordance) * w).sum(axis=1) / 2.0
+    elif min(np.unique(x).size, np.unique(y).size) <= _MAX_LEVELS_FOR_COUNTING_KENDALL:
+        s = _kendall_s_by_counting(x, y, w) if np.unique(y).size <= np.unique(x).size else _kendall_s_by_counting(y, x, w)
+    else:
         return _kendall_by_expansion(x, y, w, variant)
-    # concordance[i, j] = +1 concordant, -1 discordant, 0 tied in x or y (including a pair with itself).
-    concordance = np.sign(x[:, None] - x[None, :]) * np.sign(y[:, None] - y[None, :])
-    # Each unordered pair of copies counted once: S = sum_{i<j} w_i w_j c_ij = w C w / 2.
-    s = ((w @ concordance) * w).sum(axis=1) / 2.0
     total = w.sum(axis=1)
     all_pairs = total * (total - 1.0) / 2.0
     tied_x, distinct_x = _tied_pair_count(x, w)
@@ -148,6 +170,33 @@ def weighted_kendall(x: np.ndarray, y: np.ndarray, w: np.ndarray, variant: Liter
             defined = (classes > 1) & (total > 1)
             tau = np.where(defined, 2.0 * s / (total**2 * (classes - 1.0) / classes), np.nan)
     return np.clip(tau, -1.0, 1.0)
+
+
+def _kendall_s_by_counting(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """Kendall's S (concordant minus discordant weighted pairs) for every row of `w`, when `y` takes few
+    distinct values (human ratings do): O(rows * pairs * levels) instead of the O(pairs^2) matrix.
+
+    Walking the pairs in x order, an item's concordant partners are the items with smaller x (strictly: an
+    x-tie counts for nothing) and smaller y, its discordant ones those with smaller x and larger y. Cumulative
+    weights per y level, read at the start of the item's x-tie group, give both counts for all rows at once.
+    """
+    levels, y_level = np.unique(y, return_inverse=True)
+    n_pairs = x.size
+    order = np.argsort(x, kind="stable")
+    xs, ys_level = x[order], y_level[order]
+    new_group = np.r_[True, xs[1:] != xs[:-1]]
+    group_start = np.maximum.accumulate(np.where(new_group, np.arange(n_pairs), 0))
+    has_earlier_group = group_start > 0
+    previous = np.maximum(group_start - 1, 0)
+    ws = w[:, order]
+    s = np.zeros(w.shape[0])
+    for level in range(levels.size):
+        # Weight strictly before each item's x-tie group at this y level...
+        running = np.cumsum(ws * (ys_level == level), axis=1)
+        before = np.where(has_earlier_group, running[:, previous], 0.0)
+        # ...is concordant with items above this level and discordant with items below it.
+        s += (ws * before) @ np.sign(ys_level - level).astype(np.float64)
+    return s
 
 
 def _kendall_by_expansion(x: np.ndarray, y: np.ndarray, w: np.ndarray, variant: Literal["b", "c"]) -> np.ndarray:
@@ -186,9 +235,10 @@ def bootstrap_distribution(
         statistic(resample_weights(item_of_pair, n_items, indices[start : start + rows_per_block]))
         for start in range(0, indices.shape[0], rows_per_block)
     ])
+    unit_of_pair, n_units = jackknife_units(item_of_pair, n_items)
     jackknife = np.concatenate([
-        statistic(jackknife_weights(item_of_pair, n_items, start, min(n_items, start + rows_per_block)))
-        for start in range(0, n_items, rows_per_block)
+        statistic(jackknife_weights(unit_of_pair, n_units, start, min(n_units, start + rows_per_block)))
+        for start in range(0, n_units, rows_per_block)
     ])
     finite = np.isfinite(resampled)
     return BootstrapDistribution(

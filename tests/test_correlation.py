@@ -249,3 +249,38 @@ def test_harness_aggregation_undefined_is_nan_not_zero():
     assert math.isnan(harness_aggregation.kendall_b_ci_low(docs))
     with pytest.raises(TypeError, match="item 1"):
         harness_aggregation.pearson([{"judge": 1.0, "human": 1.0}, {"score": 2.0}])
+
+
+def test_large_sets_count_kendall_per_rating_level_exactly_as_scipy():
+    # Above 2,500 pairs the O(P^2) matrix is replaced by counting per rating level; ties on both sides.
+    from scipy.stats import kendalltau
+
+    from capjudge.metrics.bootstrap import draw_item_indices, resample_weights, weighted_kendall
+
+    rng = np.random.default_rng(7)
+    n = 3000
+    judge = np.round(rng.normal(size=n), 2)  # continuous-ish, with some ties
+    human = np.round(judge + rng.normal(size=n)).clip(-2, 2)  # five rating levels
+    weights = resample_weights(np.arange(n), n, draw_item_indices(n, 4, seed=3))
+    for variant in ("b", "c"):
+        for x, y in ((judge, human), (human, judge)):
+            ours = weighted_kendall(x, y, weights, variant)
+            expected = [kendalltau(np.repeat(x, row.astype(int)), np.repeat(y, row.astype(int)), variant=variant).statistic
+                        for row in weights]
+            np.testing.assert_allclose(ours, expected, rtol=0, atol=1e-12)
+
+
+def test_large_sets_get_a_grouped_jackknife_and_still_a_bca_interval():
+    from capjudge.metrics.bootstrap import jackknife_units
+
+    n = 3000
+    units, n_units = jackknife_units(np.repeat(np.arange(n), 2), n)  # two annotators per item
+    assert n_units == 200 and units.shape == (2 * n,)
+    assert (units[0::2] == units[1::2]).all()  # an item's pairs leave together
+    assert jackknife_units(np.arange(100), 100)[1] == 100  # small sets: leave one item out
+    rng = np.random.default_rng(0)
+    judge = rng.normal(size=n)
+    human = np.round(judge + rng.normal(size=n)).clip(-2, 2)
+    result = correlate(judge, human, coefficients=("kendall_b",), settings=BootstrapSettings(n_resamples=200, seed=1))
+    coefficient = result["kendall_b"]
+    assert coefficient.ci_method == "bca" and coefficient.ci_low < coefficient.value < coefficient.ci_high
