@@ -246,22 +246,25 @@ def memory() -> Section:
     """Target 6: peak RSS while judging 2,000 video items (benchmark 3's clip) through the G-VEval judge."""
     import subprocess
 
-    section = Section("Memory: peak RSS judging 2,000 video items (the 720p clip), G-VEval judge, cached rerun excluded")
+    section = Section("Memory: peak RSS judging 2,000 video items (the 720p clip) through the G-VEval judge, 4 threads")
     with tempfile.TemporaryDirectory() as tmp:
         clip = bench_clip(Path(tmp))
         script = f"""
 import resource, sys
+from concurrent.futures import ThreadPoolExecutor
 sys.path.insert(0, {str(HERE.parent)!r})
-from openai_server import OpenAITestServer
+from openai_server import ServerProcess
 from capjudge.judges.client import JudgeClient
 from capjudge.judges.config import JudgeConfig
 from capjudge.judges.gveval import GVEvalJudge
-with OpenAITestServer() as server:
-    client = JudgeClient(JudgeConfig(base_url=server.base_url, api_key="bench", model="m", use_cache=False, max_concurrency=8))
+reply = "Fine. The Accuracy score is α80α. The Completeness score is β70β. The Conciseness score is ψ90ψ. The Relevance score is δ85δ."
+with ServerProcess("--fixed-reply", reply) as server:
+    client = JudgeClient(JudgeConfig(base_url=server.base_url, api_key="bench", model="m", use_cache=False, max_concurrency=4))
     judge = GVEvalJudge(client, scoring="text")
-    judged = 0
-    for i in range(2000):
-        judged += judge.judge(f"caption {{i}}: a coloured frame sequence", video={str(clip)!r}).judged
+    # lmms-eval's pattern: 4 worker threads, each decoding its item's frames and calling the judge.
+    with ThreadPoolExecutor(4) as pool:
+        results = pool.map(lambda i: judge.judge(f"caption {{i}}: a coloured frame sequence", video={str(clip)!r}), range(2000))
+        judged = sum(result.judged for result in results)
 print(judged, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
 """
         output = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout.split()
