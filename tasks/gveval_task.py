@@ -39,7 +39,7 @@ from capjudge.judges.gveval import (
     GVEvalResult,
 )
 from capjudge.judges.types import ParseFailure
-from capjudge.metrics.harness_aggregation import kendall_b
+from capjudge.metrics.harness_aggregation import kendall_b, kendall_b_ci_high, kendall_b_ci_low
 from capjudge.metrics.jsonl import read_json
 from capjudge.metrics.msvd_eval import DIMENSIONS, MsvdEvalError, parse_item
 from capjudge.tasks.harness import (
@@ -72,6 +72,8 @@ __all__ = [
     "item_metrics",
     "judge_item",
     "kendall_b",
+    "kendall_b_ci_high",
+    "kendall_b_ci_low",
     "mean_of_judged",
     "parse_demo_record",
     "parse_msvd_record",
@@ -266,10 +268,10 @@ def item_metrics(doc: Mapping[str, Any], judgment: ItemJudgment, identity: Mappi
     human_scores = doc.get("human_scores") or []
     if human_scores:
         for column, name in enumerate(DIMENSIONS):
-            metrics[f"{METRIC_PREFIX}_kendall_b_{name}"] = {
-                "judge": scores[name],
-                "human": [annotator[column] for annotator in human_scores],
-            }
+            pair = {"judge": scores[name], "human": [annotator[column] for annotator in human_scores]}
+            # The same pair feeds the coefficient and both ends of its interval (one cached computation).
+            for suffix in ("", "_ci_low", "_ci_high"):
+                metrics[f"{METRIC_PREFIX}_kendall_b_{name}{suffix}"] = pair
     metrics["judgment"] = judgment.record()
     metrics["judge"] = dict(identity)
     return metrics

@@ -109,6 +109,10 @@ def test_the_means_and_the_kendall_tau_are_those_of_the_logged_items(shared_run)
                 human_scores.append(human)
         expected = kendalltau(judge_scores, human_scores, variant="b").statistic
         assert _metric(results, "gveval_references", f"gveval_kendall_b_{name}") == pytest.approx(expected)
+        # The harness results carry the interval too, around the coefficient.
+        low = _metric(results, "gveval_references", f"gveval_kendall_b_{name}_ci_low")
+        high = _metric(results, "gveval_references", f"gveval_kendall_b_{name}_ci_high")
+        assert -1.0 <= low <= expected <= high <= 1.0 and low < high
 
 
 def test_samples_carry_raw_reply_scores_failure_cache_hit_and_the_judge(shared_run):

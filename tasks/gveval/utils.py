@@ -6,7 +6,9 @@ from capjudge.tasks.gveval_task import (
     count,
     doc_to_video,
     kendall_b,
+    kendall_b_ci_high,
+    kendall_b_ci_low,
     mean_of_judged,
 )
 
-__all__ = ["GVEvalTask", "count", "doc_to_video", "kendall_b", "mean_of_judged"]
+__all__ = ["GVEvalTask", "count", "doc_to_video", "kendall_b", "kendall_b_ci_high", "kendall_b_ci_low", "mean_of_judged"]

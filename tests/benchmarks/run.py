@@ -250,7 +250,7 @@ def memory() -> Section:
     with tempfile.TemporaryDirectory() as tmp:
         clip = bench_clip(Path(tmp))
         script = f"""
-import resource, sys
+import sys
 from concurrent.futures import ThreadPoolExecutor
 sys.path.insert(0, {str(HERE.parent)!r})
 from openai_server import ServerProcess
@@ -265,7 +265,10 @@ with ServerProcess("--fixed-reply", reply) as server:
     with ThreadPoolExecutor(4) as pool:
         results = pool.map(lambda i: judge.judge(f"caption {{i}}: a coloured frame sequence", video={str(clip)!r}), range(2000))
         judged = sum(result.judged for result in results)
-print(judged, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+# VmHWM, not ru_maxrss: on Linux ru_maxrss survives fork+exec, so a child started by a big parent would
+# report the parent's peak.
+peak_kib = next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM:"))
+print(judged, peak_kib)
 """
         output = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout.split()
     judged, peak_kib = int(output[0]), int(output[1])
