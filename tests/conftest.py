@@ -15,10 +15,16 @@ sys.path.insert(0, str(TESTS_DIR))  # so tests can `import openai_server`, `impo
 from openai_server import OpenAITestServer  # noqa: E402
 
 
-@pytest.fixture
-def server():
-    with OpenAITestServer() as running:
+@pytest.fixture(scope="session")
+def _running_server():
+    with OpenAITestServer() as running:  # one server for the session: stopping one takes half a second
         yield running
+
+
+@pytest.fixture
+def server(_running_server):
+    """The test server, with no requests, scripts or latency left over from earlier tests."""
+    return _running_server.reset()
 
 
 @pytest.fixture

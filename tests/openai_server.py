@@ -150,6 +150,16 @@ class OpenAITestServer:
         host, port = self._httpd.server_address[:2]
         return f"http://{host}:{port}/v1"
 
+    def reset(self, responder: Responder = rubric_responder) -> "OpenAITestServer":
+        """Forget earlier requests and scripts, so one running server can serve many tests in turn."""
+        with self._lock:
+            self.log.clear()
+            self.scripted.clear()
+            self.responder = responder
+            self.latency = 0.0
+            self.max_in_flight = self.in_flight
+        return self
+
     def script(self, *answers: Answer) -> None:
         """Answer the next requests with these, in order, before falling back to the responder."""
         with self._lock:

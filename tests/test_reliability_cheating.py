@@ -18,10 +18,8 @@ import pytest
 from capjudge.judges.anycap import AnyCapJudge
 from capjudge.judges.gveval import GVEvalJudge
 from openai_server import (
-    OpenAITestServer,
     Reply,
     prompt_text,
-    rubric_responder,
     with_logprobs,
 )
 
@@ -29,18 +27,6 @@ REFERENCES = ["A dog chases a red ball across a park.", "A brown dog plays fetch
 REFERENCE = "A brown dog runs across a park and catches a red ball in its mouth."
 
 
-@pytest.fixture(scope="module")
-def shared_server():
-    with OpenAITestServer() as running:
-        yield running
-
-
-@pytest.fixture
-def server(shared_server):
-    shared_server.log.clear()
-    shared_server.scripted.clear()
-    shared_server.responder = rubric_responder
-    return shared_server
 
 
 def gveval_statements(accuracy: int, completeness: int, conciseness: int, relevance: int) -> str:

@@ -38,22 +38,9 @@ from capjudge.tasks.harness import (
     read_json_lines,
     resolve_source,
 )
-from openai_server import OpenAITestServer, rubric_responder
 from videos import make_video
 
 
-@pytest.fixture(scope="module")
-def shared_server():
-    with OpenAITestServer() as running:  # one server for the module: stopping one takes half a second
-        yield running
-
-
-@pytest.fixture
-def server(shared_server):
-    shared_server.log.clear()
-    shared_server.scripted.clear()
-    shared_server.responder = rubric_responder
-    return shared_server
 
 
 REFERENCE = "A brown dog runs across a park and catches a red ball in its mouth."
