@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -57,3 +59,14 @@ def shared_path(*parts: str) -> Path:
     if not SHARED.exists():
         pytest.skip(f"../shared is not beside the repository ({SHARED}); this test reads the shared benchmark data")
     return path
+
+
+def run_capjudge(*args: str, stdin: str = "", env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """`capjudge ARGS` as a user runs it: a subprocess from the repository root. MODEL_VERSION is dropped from
+    the inherited environment so a judge model set on the machine cannot change what the tests see."""
+    environment = {key: value for key, value in os.environ.items() if key != "MODEL_VERSION"}
+    environment.update(env or {})
+    return subprocess.run(
+        [sys.executable, "-m", "capjudge.judges.cli", *args],
+        input=stdin, capture_output=True, text=True, cwd=REPO_ROOT, env=environment, timeout=timeout,
+    )

@@ -3,27 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
 from capjudge.judges.anycap import build_request
-from conftest import REPO_ROOT
+from conftest import run_capjudge as capjudge
 from videos import make_video
 
 
-def capjudge(*args: str, stdin: str = "", env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    environment = {key: value for key, value in os.environ.items() if key != "MODEL_VERSION"}
-    environment.update(env or {})
-    return subprocess.run(
-        [sys.executable, "-m", "capjudge.judges.cli", *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        cwd=REPO_ROOT,
-        env=environment,
-        timeout=120,
-    )
 
 
 def json_lines(text: str) -> list[dict]:

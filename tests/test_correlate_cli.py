@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -12,17 +10,15 @@ import pytest
 from scipy import stats
 
 from capjudge.metrics.baselines import BASELINE_SCORERS
+from conftest import run_capjudge
 from capjudge.metrics.msvd_eval import DIMENSIONS, human_matrix, load_msvd_eval
 
 MSVD_PATH = Path(__file__).resolve().parents[2] / "shared" / "data" / "msvd_eval" / "MSVD-Eval.json"
 COEFFICIENT_KEYS = {"kendall_b", "kendall_c", "pearson", "spearman"}
 
 
-def run_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "capjudge.judges.cli", "correlate", *args],
-        capture_output=True, text=True, timeout=300,
-    )
+def run_cli(*args: str):
+    return run_capjudge("correlate", *args, timeout=300)
 
 
 @pytest.fixture()

@@ -4,33 +4,17 @@ from __future__ import annotations
 
 import base64
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 from PIL import Image
 
 from capjudge.judges.gveval import render_prompt
+from conftest import run_capjudge as capjudge
 from videos import make_video
 
-REPO = Path(__file__).resolve().parents[1]
 GOOD = "Reasoning.\nThe Accuracy score is α85α.\nThe Completeness score is β**70**β.\nψ 90 ψ\nδ80.5δ."
 
 
-def capjudge(*args: str, stdin: str = "", env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    environment = {key: value for key, value in os.environ.items() if key != "MODEL_VERSION"}
-    environment.update(env or {})
-    return subprocess.run(
-        [sys.executable, "-m", "capjudge.judges.cli", *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        env=environment,
-        timeout=120,
-    )
 
 
 def test_parse_prints_the_four_scores_and_mean():
