@@ -10,13 +10,29 @@ LMMS_EVAL_VERSION := 0.7.3
 # any other gets the CPU torch wheel and no torchvision (see .setup/cpu_requirements.py).
 HAS_GPU := $(shell command -v nvidia-smi >/dev/null 2>&1 && echo 1)
 
+# The embedded judge's llama.cpp, built from source at an exact version with flags that do not depend on the
+# build host's CPU: llama.cpp's default (-march=native) picks AVX-512/AMX kernels on hosts that have them,
+# and such a build crashed in llama_decode on one of this project's machines. x86-64-v3 (AVX2, FMA, F16C,
+# BMI2) runs on every x86-64 CPU since 2013-2015; other architectures get their generic baseline.
+# pip's wheel cache is bypassed for this one package: a wheel it cached from a native build would otherwise be
+# reused silently, whatever CMAKE_ARGS say. Override LLAMA_CMAKE_ARGS for e.g. a CUDA build of your own.
+LLAMA_CPP_VERSION := 0.3.36
+LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_SSE42=ON -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON \
+	-DGGML_BMI2=ON -DGGML_AVX512=OFF -DGGML_AVX_VNNI=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF
+LLAMA_STAMP := $(VENV)/.llama-cpp-python-$(LLAMA_CPP_VERSION)
+
 .PHONY: setup test demo bench clean
 
 setup: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml .setup/cpu_requirements.py
+$(LLAMA_STAMP):
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip setuptools wheel packaging
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PIP) install -q --no-cache-dir --no-binary llama-cpp-python --no-deps \
+		'llama-cpp-python==$(LLAMA_CPP_VERSION)'
+	@echo '$(LLAMA_CMAKE_ARGS)' > $@
+
+$(VENV)/.installed: pyproject.toml .setup/cpu_requirements.py $(LLAMA_STAMP)
 ifeq ($(HAS_GPU),1)
 	$(PIP) install -q -e '.[dev,local]'
 else

@@ -30,6 +30,7 @@ from typing import Any, Callable, Iterable, Sequence, TypeVar
 
 import openai
 
+from capjudge.judges.breaker import JUDGE_UNREACHABLE, CircuitBreaker, JudgeUnreachable
 from capjudge.judges.cache import ReplyCache, request_key
 from capjudge.judges.config import JudgeConfig
 from capjudge.judges.types import (
@@ -54,11 +55,13 @@ log = logging.getLogger(__name__)
 class TransportError(Exception):
     """An attempt that may succeed if repeated (429, 5xx, timeout, connection, malformed response)."""
 
-    def __init__(self, outcome: str, detail: str, retry_after: float | None = None):
+    def __init__(self, outcome: str, detail: str, retry_after: float | None = None, unfixable: bool = False):
         super().__init__(f"{outcome}: {detail}")
         self.outcome = outcome
         self.detail = detail
         self.retry_after = retry_after
+        # Could not even connect (refused, DNS): retried, but counted by the circuit breaker.
+        self.unfixable = unfixable
 
 
 class RequestRejected(Exception):
@@ -83,6 +86,7 @@ class JudgeClient:
         self._sdk = self._build_sdk_client(config)
         self._executor: ThreadPoolExecutor | None = None
         self._executor_lock = threading.Lock()
+        self.breaker = CircuitBreaker(config.breaker_threshold)
 
     @staticmethod
     def _build_sdk_client(config: JudgeConfig) -> openai.OpenAI:
@@ -138,6 +142,9 @@ class JudgeClient:
                 reply = self._reply_for(body, judge_version, sample_index, attempts)
             except (TransportError, RequestRejected) as error:
                 failure = ParseFailure("request_failed", self.redact(str(error)))
+                break
+            except JudgeUnreachable as error:
+                failure = ParseFailure(JUDGE_UNREACHABLE, self.redact(str(error)))
                 break
             replies.append(reply)
             if not reply.cached:  # a cached reply cost nothing this time
@@ -224,6 +231,7 @@ class JudgeClient:
     def _request_with_retries(self, body: dict[str, Any], sample_index: int, attempts: list[Attempt]) -> JudgeReply:
         last_error: TransportError | None = None
         for attempt_number in range(self.config.max_attempts):
+            self.breaker.check()
             started = time.monotonic()
             try:
                 with self._slots:
@@ -231,6 +239,9 @@ class JudgeClient:
             except TransportError as error:
                 attempts.append(Attempt(error.outcome, time.monotonic() - started, sample_index, self.redact(error.detail)[:200]))
                 last_error = error
+                if error.unfixable:
+                    self.breaker.record_unfixable(self.config.endpoint_label, self.redact(error.detail)[:200])
+                    self.breaker.check()
                 if attempt_number + 1 < self.config.max_attempts:
                     delay = self._backoff(attempt_number, error.retry_after)
                     log.warning("judge request %s; retrying in %.2fs", error.outcome, delay)
@@ -238,7 +249,10 @@ class JudgeClient:
                 continue
             except RequestRejected as error:
                 attempts.append(Attempt(f"http_{error.status}", time.monotonic() - started, sample_index, self.redact(error.detail)[:200]))
+                if error.status in (401, 403, 404):  # the key or the model: the same for every item
+                    self.breaker.record_unfixable(self.config.endpoint_label, self.redact(str(error))[:200])
                 raise
+            self.breaker.record_success()
             attempts.append(Attempt("ok", time.monotonic() - started, sample_index))
             return reply
         assert last_error is not None
@@ -260,7 +274,12 @@ class JudgeClient:
         except openai.APITimeoutError as error:
             raise TransportError("timeout", type(error).__name__) from None
         except openai.APIConnectionError as error:
-            raise TransportError("connection", f"{type(error).__name__}: {error}") from None
+            # httpx.ConnectError: nothing accepted the connection (refused, unknown host), as opposed to a
+            # connection that broke mid-request.
+            import httpx
+
+            unfixable = isinstance(error.__cause__, httpx.ConnectError)
+            raise TransportError("connection", f"{type(error).__name__}: {error}", unfixable=unfixable) from None
         except openai.APIStatusError as error:
             status = error.status_code
             if status == 429 or status >= 500 or status == 408:

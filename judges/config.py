@@ -8,7 +8,7 @@ Environment variables (read only when `JudgeConfig.from_env` is called, never at
   (the judge model is then the Azure deployment name).
 - `MODEL_VERSION` (lmms-eval's name for the judge model) or `CAPJUDGE_JUDGE_MODEL`.
 - `CAPJUDGE_CACHE` (SQLite file; default `~/.cache/capjudge/judge_cache.sqlite`), `CAPJUDGE_NO_CACHE=1`,
-  `CAPJUDGE_MAX_CONCURRENCY`, `CAPJUDGE_TIMEOUT`, `CAPJUDGE_MAX_ATTEMPTS`.
+  `CAPJUDGE_MAX_CONCURRENCY`, `CAPJUDGE_TIMEOUT`, `CAPJUDGE_MAX_ATTEMPTS`, `CAPJUDGE_BREAKER_THRESHOLD`.
 """
 
 from __future__ import annotations
@@ -47,6 +47,8 @@ class JudgeConfig:
     max_concurrency: int = 16
     cache_path: Path | None = None
     use_cache: bool = True
+    # Consecutive failures no retry can fix (refused, DNS, 401/403/404) before the rest fail fast; 0: never.
+    breaker_threshold: int = 5
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: object) -> "JudgeConfig":
@@ -71,6 +73,7 @@ class JudgeConfig:
             ("max_concurrency", "CAPJUDGE_MAX_CONCURRENCY", int),
             ("timeout", "CAPJUDGE_TIMEOUT", float),
             ("max_attempts", "CAPJUDGE_MAX_ATTEMPTS", int),
+            ("breaker_threshold", "CAPJUDGE_BREAKER_THRESHOLD", int),
         ):
             if env.get(env_name):
                 try:
@@ -114,6 +117,8 @@ class JudgeConfig:
             raise ConfigError(f"max_concurrency must be at least 1, got {self.max_concurrency}")
         if self.max_attempts < 1:
             raise ConfigError(f"max_attempts must be at least 1, got {self.max_attempts}")
+        if self.breaker_threshold < 0:
+            raise ConfigError(f"breaker_threshold must be >= 0 (0 turns it off), got {self.breaker_threshold}")
         if self.timeout <= 0:
             raise ConfigError(f"timeout must be positive, got {self.timeout}")
         if self.api_type == "azure" and not self.azure_endpoint:

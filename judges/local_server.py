@@ -522,6 +522,7 @@ class LocalJudgeServer:
         chat_format: str | None = None,
         n_ctx: int = DEFAULT_CONTEXT,
         n_threads: int | None = None,
+        alias: str | None = None,
         startup_timeout: float = 180.0,
         log_path: str | os.PathLike[str] | None = None,
     ):
@@ -532,6 +533,7 @@ class LocalJudgeServer:
             port=port,
             n_ctx=n_ctx,
             n_threads=n_threads,
+            alias=alias,
         )
         self.options.validate()
         self.startup_timeout = startup_timeout
@@ -631,11 +633,58 @@ class LocalJudgeServer:
             if info is None and ready_file.exists():
                 info = ServerInfo(**json.loads(ready_file.read_text(encoding="utf-8")))
             if info is not None and _answers_models(info.base_url):
+                self._health_check(info)
                 return info
             time.sleep(0.2)
         raise LocalServerError(
             f"the local judge server did not answer /v1/models within {self.startup_timeout:.0f} s:\n{self._log_tail()}"
         )
+
+    def _health_check(self, info: ServerInfo) -> None:
+        """One tiny completion before any item is judged. Listing models proves only that the weights loaded;
+        a llama.cpp build that cannot run on this CPU (SIGILL, or SIGSEGV in llama_decode) dies on the first
+        decode, and it should do so here, not half-way through a run as a stream of failed items."""
+        body = json.dumps({
+            "model": info.model, "max_tokens": 2, "temperature": 0,
+            "messages": [{"role": "user", "content": "Say OK."}],
+        }).encode("utf-8")
+        request = urllib.request.Request(
+            f"{info.base_url}/chat/completions", data=body, headers={"Content-Type": "application/json"}
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=self.startup_timeout) as response:
+                reply = json.loads(response.read().decode("utf-8"))
+            if not reply.get("choices"):
+                raise ValueError(f"no choices in {str(reply)[:200]}")
+        except (urllib.error.URLError, OSError, ValueError) as error:
+            assert self._process is not None
+            try:
+                self._process.wait(timeout=2)  # a crash closes the connection a moment before the exit is seen
+            except subprocess.TimeoutExpired:
+                pass
+            died = self.death_report()
+            if died is not None:
+                raise LocalServerError(f"{died}\n(during the start-up check: one 2-token completion)") from None
+            raise LocalServerError(
+                f"the local judge server answers /v1/models but failed a 2-token completion: {error}\n{self._log_tail()}"
+            ) from None
+
+    def death_report(self) -> str | None:
+        """None while the server runs; once it has exited (crash, signal, OOM kill), one message that names the
+        cause, shows the end of its log and says what to try. Callers poll this to stop a run at once."""
+        process = self._process
+        if process is None or process.poll() is None:
+            return None
+        return (
+            f"the local judge server (pid {process.pid}) {describe_exit(process.returncode)}.\n"
+            f"Last lines of its log ({self._log_path}):\n{self._log_tail(15)}\n{_what_to_try(process.returncode)}"
+        )
+
+    def wait(self) -> int:
+        """Block until the server process exits; its return code (negative: the signal that ended it)."""
+        if self._process is None:
+            raise LocalServerError("the local judge server is not running")
+        return self._process.wait()
 
     def _log_tail(self, lines: int = 30) -> str:
         try:
@@ -643,6 +692,35 @@ class LocalJudgeServer:
         except OSError as error:
             return f"(no server log: {error})"
         return "\n".join(text.splitlines()[-lines:]) or "(the server wrote nothing)"
+
+
+def describe_exit(returncode: int) -> str:
+    import signal
+
+    if returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = f"signal {-returncode}"
+        return f"was killed by {name} (exit code {returncode})"
+    return f"exited with code {returncode}"
+
+
+def _what_to_try(returncode: int) -> str:
+    import signal
+
+    advice = {
+        -signal.SIGSEGV: "A crash inside llama.cpp usually means llama-cpp-python was built for another CPU "
+        "(a -march=native build copied or cached from another machine). Rebuild it portably: `make clean setup`.",
+        -signal.SIGILL: "An illegal instruction: llama-cpp-python was built for a CPU with instructions this one "
+        "lacks. Rebuild it portably: `make clean setup` (or set LLAMA_CMAKE_ARGS for your CPU).",
+        -signal.SIGKILL: "Killed from outside: often the kernel's out-of-memory killer (see `dmesg`); close other "
+        "programs or use a smaller --n-ctx.",
+    }.get(returncode, "See the log above.")
+    return (
+        f"What to try: {advice} Every judge reply received so far is in the reply cache: running the same "
+        "command again judges only what is missing."
+    )
 
 
 def _answers_models(base_url: str) -> bool:
@@ -675,6 +753,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    """The serving process itself (what `LocalJudgeServer` starts)."""
     options = ServeOptions(
         model_path=args.model, mmproj_path=args.mmproj, chat_format=args.chat_format, port=args.port,
         n_ctx=args.n_ctx, n_threads=args.threads, alias=args.alias,
@@ -687,6 +766,32 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _run_supervised(args: argparse.Namespace) -> int:
+    """`capjudge serve-local`: the server in a child process, health-checked with one completion before it is
+    announced, and watched: a crash is reported with its signal, log and advice instead of a bare
+    "Segmentation fault" from the shell."""
+    server = LocalJudgeServer(
+        args.model, args.port, mmproj_path=args.mmproj, chat_format=args.chat_format, n_ctx=args.n_ctx,
+        n_threads=args.threads, alias=args.alias, startup_timeout=600.0, log_path=args.log,
+    )
+    try:
+        server.start()
+    except LocalServerError as error:
+        print(f"capjudge serve-local: {error}", file=sys.stderr)
+        return 2
+    try:
+        if not args.quiet:
+            print(server.notice(), flush=True)
+        print(f"Serving {server.model} at {server.base_url} (log: {server.log_path}); Ctrl-C stops it.", flush=True)
+        server.wait()
+        print(f"capjudge serve-local: {server.death_report()}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        server.stop()
+
+
 def register(groups: Any) -> None:
     parser = groups.top.add_parser(
         "serve-local",
@@ -694,7 +799,8 @@ def register(groups: Any) -> None:
         description="Serve a GGUF model with llama.cpp as an OpenAI-compatible judge on 127.0.0.1 (no API key).",
     )
     add_arguments(parser)
-    parser.set_defaults(func=_run)
+    parser.add_argument("--log", type=Path, help="the server's log file (default: a temporary file)")
+    parser.set_defaults(func=_run_supervised)
 
 
 def main(argv: list[str] | None = None) -> int:

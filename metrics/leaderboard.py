@@ -613,6 +613,7 @@ def build_leaderboard(
     ]
     rows.sort(key=lambda row: (row.rank is None, row.rank or 0, row.name))
     notes.extend(_consistency_warnings(runs, columns, estimates, settings))
+    notes.extend(_unranked_warnings(rows, columns, rank_column))
     return Leaderboard(
         columns=columns,
         rank_column=rank_column,
@@ -685,7 +686,10 @@ def _estimate(run: Run, column: MetricColumn, settings: LeaderboardSettings) -> 
     # items are {"judge": ..., "human": ...}); lmms-eval's aggregate is then the only value there is.
     if per_item is None or not np.isfinite(per_item).any():
         value = task_run.harness_values.get(column.metric)
-        return Estimate(value, None, None, 0, "harness" if value is not None else "missing")
+        # lmms-eval writes NaN for the mean of a metric no item has (every item unjudged): no value at all.
+        if value is None or not math.isfinite(value):
+            return Estimate(None, None, None, 0, "missing")
+        return Estimate(value, None, None, 0, "harness")
     return mean_estimate(per_item, settings)
 
 
@@ -707,7 +711,7 @@ def _ranks(runs: Sequence[Run], column: MetricColumn | None, estimates: Mapping[
     from scipy.stats import rankdata
 
     named = [(run.name, estimates[run.name][column.key].value) for run in runs]
-    named = [(name, value) for name, value in named if value is not None]
+    named = [(name, value) for name, value in named if value is not None and math.isfinite(value)]
     if not named:
         return {}
     signed = np.array([-value if column.higher_is_better else value for _, value in named])
@@ -832,4 +836,25 @@ def _judge_warnings(task: str, runs: Sequence[Run]) -> list[str]:
         notes.append(f"{task}: models were judged by different judge models or settings ({labels})")
     if unknown and len(runs) > 1:
         notes.append(f"{task}: the judge is not recorded for {', '.join(unknown)}; cannot check it matches the others")
+    return notes
+
+
+def _unranked_warnings(
+    rows: Sequence[LeaderboardRow], columns: Sequence[MetricColumn], rank_column: MetricColumn | None
+) -> list[str]:
+    """A model with no value for the rank metric (typically: the judge failed on every item) is listed, last
+    and without a rank, with its failure rate, so a dead judge shows up as such and never as a low score."""
+    if rank_column is None:
+        return []
+    failure_columns = [c for c in columns if c.task == rank_column.task and c.is_failure]
+    notes = []
+    for row in rows:
+        if row.rank is not None:
+            continue
+        rates = [
+            f"{c.label} {row.estimates[c.key].value:.1%}" for c in failure_columns
+            if row.estimates[c.key].value is not None
+        ]
+        failure = f" ({'; '.join(rates)})" if rates else ""
+        notes.append(f"{row.name}: unranked, no judged item has a value for {rank_column.label}{failure}")
     return notes

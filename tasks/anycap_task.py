@@ -25,7 +25,7 @@ import logging
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from capjudge.judges.anycap import (
     DEFAULT_MAX_TOKENS,
@@ -191,6 +191,10 @@ class AnyCapSettings:
             max_tries=setting(metadata, "max_tries", PUBLISHED_MAX_TRIES, parse_positive_int),
             constrained_output=constrained_output_enabled(env),
         )
+
+    # The style judge always needs the clip's frames and reads the written JSON score only.
+    needs_video: ClassVar[bool] = True
+    needs_logprobs: ClassVar[bool] = False
 
     def extra_request_params(self) -> dict[str, Any]:
         return constrained_request_params(JUDGE_NAME) if self.constrained_output else {}

@@ -71,10 +71,7 @@ def judge_environment(base_env: dict[str, str], out: Path, local: Any | None) ->
 
 
 def run_demo(args: argparse.Namespace) -> int:
-    from tqdm import tqdm
-
-    from capjudge.metrics.leaderboard import LeaderboardSettings, build_leaderboard, read_runs
-    from capjudge.metrics.leaderboard_render import write_leaderboard
+    from capjudge.judges.local_server import LocalServerError
 
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
@@ -89,6 +86,19 @@ def run_demo(args: argparse.Namespace) -> int:
 
         server_context = LocalJudgeServer(log_path=out / "local_judge.log")
     steps = [*(f"lmms-eval: captions '{name}'" for name in args.caption_sets), "leaderboard"]
+    try:
+        return _run_steps(args, out, steps, server_context, started)
+    except LocalServerError as error:
+        print(f"capjudge demo: {error}", file=sys.stderr)
+        return 1
+
+
+def _run_steps(args: argparse.Namespace, out: Path, steps: list[str], server_context: Any, started: float) -> int:
+    from tqdm import tqdm
+
+    from capjudge.metrics.leaderboard import LeaderboardSettings, build_leaderboard, read_runs
+    from capjudge.metrics.leaderboard_render import write_leaderboard
+
     with server_context as local:
         if local is not None:
             print(local.notice(), flush=True)
@@ -101,12 +111,17 @@ def run_demo(args: argparse.Namespace) -> int:
                 run_dir = out / "runs" / caption_set
                 before = set(run_dir.rglob("*_results.json")) if run_dir.exists() else set()
                 with log_file.open("w") as log:
-                    result = subprocess.run(lmms_eval_command(caption_set, out, args.limit), env=env,
-                                            stdout=log, stderr=subprocess.STDOUT)
+                    process = subprocess.Popen(lmms_eval_command(caption_set, out, args.limit), env=env,
+                                               stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+                    died = _wait_unless_judge_dies(process, local)
+                if died is not None:
+                    print(f"capjudge demo stopped: {died}\nlmms-eval (caption set '{caption_set}') was stopped "
+                          f"with it; its log: {log_file}", file=sys.stderr)
+                    return 1
                 # lmms-eval can exit 0 after a failed evaluation: a new results file is the proof of success.
                 written = set(run_dir.rglob("*_results.json")) - before if run_dir.exists() else set()
-                if result.returncode != 0 or not written:
-                    print(f"lmms-eval failed for caption set '{caption_set}' (exit {result.returncode}, "
+                if process.returncode != 0 or not written:
+                    print(f"lmms-eval failed for caption set '{caption_set}' (exit {process.returncode}, "
                           f"no new results file); see {log_file}", file=sys.stderr)
                     return 1
                 run_dirs.append(max(written, key=lambda path: path.stat().st_mtime))
@@ -128,6 +143,29 @@ def run_demo(args: argparse.Namespace) -> int:
         print("\nThese scores come from a 270M text-only model: they prove the pipeline, not caption quality. "
               "Run `capjudge demo --remote-judge` with a real judge configured (see README) for meaningful ones.")
     return 0
+
+
+def _wait_unless_judge_dies(process: subprocess.Popen[bytes], local: Any | None, poll: float = 0.5) -> str | None:
+    """Wait for lmms-eval; if the local judge server dies first, stop lmms-eval at once and return why.
+
+    Without this, every remaining item would wait through the client's backoff against a closed port and end
+    `request_failed`: minutes of failures and a leaderboard of nothing. Replies already received are in the
+    cache, so the next run resumes where this one stopped."""
+    while True:
+        try:
+            process.wait(timeout=poll)
+            return None
+        except subprocess.TimeoutExpired:
+            pass
+        died = local.death_report() if local is not None else None
+        if died is not None:
+            process.terminate()
+            try:
+                process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+            return died
 
 
 def main(argv: Sequence[str] | None = None) -> int:

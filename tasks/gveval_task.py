@@ -183,6 +183,11 @@ class GVEvalSettings:
     def needs_video(self) -> bool:
         return self.mode != "references"
 
+    @property
+    def needs_logprobs(self) -> bool:
+        """Expected scoring weighs the top-5 alternatives of each score token."""
+        return self.scoring == "expected"
+
     def extra_request_params(self) -> dict[str, Any]:
         return constrained_request_params(JUDGE_NAME) if self.constrained_output else {}
 

@@ -176,6 +176,28 @@ def missing_video_problem(doc: Mapping[str, Any], field: str = "video") -> str |
     return None
 
 
+def check_videos(task: str, rows: Sequence[Mapping[str, Any]], field: str = "video", shown: int = 5) -> None:
+    """Before generation: no item's video found is one `ConfigError` naming the variable and the folder
+    searched; some missing is one warning with the count and the first ids (those items end `video_missing`)."""
+    missing = [row for row in rows if missing_video_problem(row, field) is not None]
+    if not missing or not rows:
+        return
+    first = missing[0]
+    variable = first.get(VIDEOS_ENV_KEY) or "the task's videos variable"
+    folder = first.get(VIDEOS_DIR_KEY)
+    where = f"in {folder}" if folder else "(no videos folder is set)"
+    ids = ", ".join(str(row.get("id")) for row in missing[:shown]) + (", ..." if len(missing) > shown else "")
+    if len(missing) == len(rows):
+        raise ConfigError(
+            f"task {task!r}: none of the {len(rows)} items' videos was found {where} (e.g. {missing_video_problem(first, field)}). "
+            f"Set {variable} to the folder that holds the videos"
+        )
+    log.warning(
+        "task %r: %d of %d items' videos were not found %s (first: %s); those items will be unjudged (video_missing)",
+        task, len(missing), len(rows), where, ids,
+    )
+
+
 def doc_to_video(doc: Mapping[str, Any]) -> list[str]:
     """lmms-eval `doc_to_visual`: the item's video path, or nothing when it is missing.
 
@@ -328,3 +350,13 @@ def mean_of_judged(items: Sequence[float | None]) -> float:
 def count(items: Sequence[int | bool]) -> int:
     """How many items were flagged (each item contributes 1 or 0)."""
     return int(sum(int(value) for value in items))
+
+
+def count_failed(items: Sequence[int | bool]) -> int:
+    """`count` for a task's unjudged items, which also decides whether the run may end as a success: above
+    CAPJUDGE_MAX_FAILURE_RATE the run still writes its results and samples, then exits non-zero."""
+    from capjudge.tasks.run_outcome import check_failure_rate
+
+    failed = count(items)
+    check_failure_rate(failed, len(items))
+    return failed

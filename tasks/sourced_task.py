@@ -11,7 +11,9 @@ environment or the hub while the YAML stays static. Two lmms-eval behaviours sha
 - Errors: lmms-eval calls `process_results` under a retry (5 attempts, 2 s apart) and ends the run with a
   `RetryError` after the model has generated every caption. A setting that would make every item fail (no
   API key, a bad judge option) is therefore checked once in `download`, when the task is built, before any
-  generation: `check_ready` raises one clear `ConfigError`.
+  generation: `check_ready` raises one clear `ConfigError`. The same goes for a judge that does not answer
+  (one probe request, `capjudge.judges.preflight`) and for videos that are not where the task looks
+  (`check_rows`): a run fails before its GPU hours, not after.
 """
 
 from __future__ import annotations
@@ -20,14 +22,17 @@ from typing import Any, Callable, ClassVar
 
 import datasets
 from capjudge.judges.client import shared_client
-from capjudge.judges.config import JudgeConfig
+from capjudge.judges.config import ConfigError, JudgeConfig
+from capjudge.judges.preflight import preflight_enabled, probe_judge
 from capjudge.tasks.harness import (
     DatasetError,
     ItemFormat,
+    check_videos,
     import_dotted,
     load_rows,
     resolve_source,
 )
+from capjudge.tasks.run_outcome import LOAD_FAILURE_STATUS, fail_at_exit
 from lmms_eval.api.task import ConfigurableTask
 
 
@@ -44,6 +49,14 @@ class SourcedTask(ConfigurableTask):
     def check_ready(self) -> None:
         """Raise `ConfigError` for a setting that would make every item fail. Called once, at load."""
 
+    def check_rows(self, rows: list[dict[str, Any]]) -> None:
+        """Raise `ConfigError` when the loaded items cannot be judged at all (e.g. no video found); warn about
+        some. Called once, at load, before any generation."""
+
+    def check_judge(self) -> None:
+        """Raise `ConfigError` when the judge does not answer. Called once, at load, after the data checks
+        (local and cheap, so their errors come first)."""
+
     def process_document(self, doc: dict[str, Any], results: list[str]) -> dict[str, Any]:
         """The per-item metric values (and logged fields) for one document and the model's output."""
         raise NotImplementedError(f"{type(self).__name__} does not compute metrics; name a process_results in its YAML")
@@ -52,7 +65,11 @@ class SourcedTask(ConfigurableTask):
 
     def download(self, dataset_kwargs: dict[str, Any] | None = None) -> None:
         metadata = dict(self.config.metadata or {})
-        self.check_ready()
+        try:
+            self.check_ready()
+        except ConfigError as error:
+            fail_at_exit(str(error), LOAD_FAILURE_STATUS)
+            raise
         if "item_format" not in metadata:
             raise DatasetError(f"task {self.config.task!r}: metadata.item_format (a dotted path to an ItemFormat) is missing")
         item_format = import_dotted(metadata["item_format"])
@@ -60,7 +77,14 @@ class SourcedTask(ConfigurableTask):
             raise DatasetError(f"task {self.config.task!r}: metadata.item_format {metadata['item_format']!r} is not an ItemFormat")
         source = resolve_source(metadata)
         split = self.config.test_split or "test"
-        dataset = datasets.Dataset.from_list(load_rows(source, item_format, split))
+        rows = load_rows(source, item_format, split)
+        try:
+            self.check_rows(rows)
+            self.check_judge()
+        except ConfigError as error:
+            fail_at_exit(str(error), LOAD_FAILURE_STATUS)
+            raise
+        dataset = datasets.Dataset.from_list(rows)
         if self.config.process_docs is not None:
             dataset = self.config.process_docs(dataset)
         self.dataset = datasets.DatasetDict({split: dataset})
@@ -83,8 +107,22 @@ class JudgedTask(SourcedTask):
         return self.settings_type.resolve(self.config.metadata or {})
 
     def check_ready(self) -> None:
+        """The settings parse and the judge is configured."""
         self.settings()
         JudgeConfig.from_env()
+
+    def check_judge(self) -> None:
+        """Unless CAPJUDGE_PREFLIGHT=0: the judge answers one minimal request with the model items will use."""
+        if not preflight_enabled():
+            return
+        settings = self.settings()
+        config = JudgeConfig.from_env()
+        probe_judge(config, settings.identity(config)["model"], needs_logprobs=settings.needs_logprobs)
+
+    def check_rows(self, rows: list[dict[str, Any]]) -> None:
+        if not self.settings().needs_video:
+            return
+        check_videos(self.config.task, rows)
 
     def process_document(self, doc: dict[str, Any], results: list[str]) -> dict[str, Any]:
         settings = self.settings()

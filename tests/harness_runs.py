@@ -86,8 +86,16 @@ class HarnessOutcome:
     def output(self) -> str:
         return self.stdout + "\n" + self.stderr
 
+    def require_results(self) -> HarnessRun:
+        """The run's files whatever the exit status (a run over CAPJUDGE_MAX_FAILURE_RATE exits non-zero
+        after writing them)."""
+        return self._run(require_success=False)
+
     def require_run(self) -> HarnessRun:
-        if self.returncode != 0 or len(self.new_results_files) != 1:
+        return self._run(require_success=True)
+
+    def _run(self, require_success: bool) -> HarnessRun:
+        if (require_success and self.returncode != 0) or len(self.new_results_files) != 1:
             found = f"{len(self.new_results_files)} new results files"
             raise HarnessRunError(
                 f"lmms-eval exited {self.returncode} with {found}\ncommand: {' '.join(self.command)}\n"

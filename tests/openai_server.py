@@ -136,6 +136,14 @@ class OpenAITestServer:
         self.latency = latency
         self.scripted: deque[Answer] = deque()
         self.log: list[LoggedRequest] = []
+        # Pre-flight probes (header X-Capjudge-Preflight) are logged here, not in `log`, and never consume a
+        # scripted answer: tests count and script judgments, and a run's one probe is not one.
+        self.preflights: list[LoggedRequest] = []
+        # Server-wide behaviour, for probes and judgments alike: a required key (401 otherwise), the models
+        # served (404 otherwise), and whether logprobs are returned when asked for.
+        self.required_key: str | None = None
+        self.models: set[str] | None = None
+        self.logprobs_supported = True
         self.in_flight = 0
         self.max_in_flight = 0
         self._lock = threading.Lock()
@@ -154,7 +162,11 @@ class OpenAITestServer:
         """Forget earlier requests and scripts, so one running server can serve many tests in turn."""
         with self._lock:
             self.log.clear()
+            self.preflights.clear()
             self.scripted.clear()
+            self.required_key = None
+            self.models = None
+            self.logprobs_supported = True
             self.responder = responder
             self.latency = 0.0
             self.max_in_flight = self.in_flight
@@ -207,7 +219,8 @@ class OpenAITestServer:
             def do_GET(self) -> None:
                 if self.path == "/_stats":  # for tests and benchmarks that run the server in another process
                     with server._lock:
-                        stats = {"requests": len(server.log), "max_in_flight": server.max_in_flight}
+                        stats = {"requests": len(server.log), "max_in_flight": server.max_in_flight,
+                                 "preflights": len(server.preflights)}
                     self._send_json(200, stats)
                 elif self.path.rstrip("/").endswith("/models"):
                     self._send_json(200, {"object": "list", "data": [{"id": "test-judge", "object": "model"}]})
@@ -225,6 +238,22 @@ class OpenAITestServer:
                 entry = LoggedRequest(
                     body, time.time(), headers={k.lower(): v for k, v in self.headers.items()}, path=self.path
                 )
+                if server.required_key is not None and entry.headers.get("authorization") != f"Bearer {server.required_key}":
+                    entry.answer = "401"
+                    (server.preflights if "x-capjudge-preflight" in entry.headers else server.log).append(entry)
+                    self._send_json(401, {"error": {"message": "Incorrect API key provided", "code": "invalid_api_key"}})
+                    return
+                if server.models is not None and body.get("model") not in server.models:
+                    entry.answer = "404"
+                    (server.preflights if "x-capjudge-preflight" in entry.headers else server.log).append(entry)
+                    self._send_json(404, {"error": {"message": f"The model `{body.get('model')}` does not exist",
+                                                    "code": "model_not_found"}})
+                    return
+                if "x-capjudge-preflight" in entry.headers:
+                    entry.answer = "reply"
+                    server.preflights.append(entry)
+                    self._send_json(200, server._completion(body, with_logprobs("1"), server.logprobs_supported))
+                    return
                 with server._lock:
                     server.log.append(entry)
                     server.in_flight += 1
@@ -237,7 +266,7 @@ class OpenAITestServer:
                     if isinstance(answer, Fault):
                         self._send_fault(answer)
                     else:
-                        self._send_json(200, server._completion(body, answer))
+                        self._send_json(200, server._completion(body, answer, server.logprobs_supported))
                 finally:
                     with server._lock:
                         server.in_flight -= 1
@@ -285,9 +314,9 @@ class OpenAITestServer:
         return Handler
 
     @staticmethod
-    def _completion(body: dict[str, Any], reply: Reply) -> dict[str, Any]:
+    def _completion(body: dict[str, Any], reply: Reply, logprobs_supported: bool = True) -> dict[str, Any]:
         logprobs = None
-        if reply.logprobs is not None and body.get("logprobs"):
+        if reply.logprobs is not None and body.get("logprobs") and logprobs_supported:
             top_n = int(body.get("top_logprobs") or 0)
             content = []
             for token, alternatives in reply.logprobs:
@@ -371,10 +400,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--latency", type=float, default=0.0)
     parser.add_argument("--responder", choices=sorted(RESPONDERS), default="rubric")
     parser.add_argument("--fixed-reply", help="answer every request with this text instead of a responder")
+    parser.add_argument("--no-logprobs", action="store_true", help="never return logprobs (like some backends)")
     parser.add_argument("--log", help="write the request log (JSON lines, bodies without images) here on exit")
     args = parser.parse_args(argv)
     responder = (lambda body: Reply(args.fixed_reply)) if args.fixed_reply else RESPONDERS[args.responder]
-    server = OpenAITestServer(responder, latency=args.latency).start()
+    server = OpenAITestServer(responder, latency=args.latency)
+    server.logprobs_supported = not args.no_logprobs
+    server.start()
     print(f"READY {server.base_url}", flush=True)
     try:
         sys.stdin.read()  # runs until stdin closes (the parent ends or closes the pipe)

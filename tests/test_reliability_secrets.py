@@ -25,7 +25,7 @@ from capjudge.judges.config import ConfigError, JudgeConfig
 from capjudge.judges.gveval import GVEvalJudge
 from conftest import REPO_ROOT, shared_path
 from harness_runs import launch_lmms_eval, venv_python
-from openai_server import OpenAITestServer, Reply, prompt_text, rubric_responder
+from openai_server import OpenAITestServer, Reply, prompt_text, rubric_responder, with_logprobs
 
 MSVD = ("data", "msvd_eval", "MSVD-Eval.json")
 N_ITEMS = 16
@@ -79,6 +79,10 @@ class EchoingJudge:
                 key = self.headers.get("authorization", "").removeprefix("Bearer ")
                 with judge._lock:
                     judge.keys_seen.append(key)
+                if "x-capjudge-preflight" in {name.lower() for name in self.headers}:
+                    # The run's one pre-flight probe: answered, its key recorded like any other request's.
+                    self._send(200, OpenAITestServer._completion(body, with_logprobs("1")))
+                    return
                 behaviour = judge.choose(body)
                 if behaviour == "reject":
                     message = f"Incorrect API key provided: {key}. You can find your API key at https://example.invalid."
@@ -169,7 +173,9 @@ def leak_run(tmp_path_factory):
             model="captions_file", model_args="field=candidate,model_name=leakcheck", tasks="gveval_references",
             output_path=root / "out", judge_base_url=judge.base_url, cache_path=root / "cache" / "judge.sqlite",
             limit=N_ITEMS, verbosity="INFO",
-            env={"OPENAI_API_KEY": KEY, "CAPJUDGE_MSVD_EVAL_JSON": str(msvd), "CAPJUDGE_MAX_ATTEMPTS": "2"},
+            # Every item must meet its behaviour (401s included): no breaker, and a mostly failed run is the point.
+            env={"OPENAI_API_KEY": KEY, "CAPJUDGE_MSVD_EVAL_JSON": str(msvd), "CAPJUDGE_MAX_ATTEMPTS": "2",
+                 "CAPJUDGE_BREAKER_THRESHOLD": "0", "CAPJUDGE_MAX_FAILURE_RATE": "1"},
         )
         keys_seen = list(judge.keys_seen)
     run = outcome.require_run()

@@ -6,6 +6,7 @@ one clear error when the judge has no key)."""
 from __future__ import annotations
 
 import json
+import shutil
 import math
 
 import pytest
@@ -244,6 +245,13 @@ def test_unjudged_items_are_excluded_from_means_and_no_judged_item_is_nan():
 # lmms-eval builds the tasks from the YAMLs
 
 
+@pytest.fixture(autouse=True)
+def offline_task_building(monkeypatch):
+    """Tasks are built in this process with no judge running: the pre-flight probe is off here (the probe
+    is tested against real lmms-eval runs and the test server in test_preflight.py)."""
+    monkeypatch.setenv("CAPJUDGE_PREFLIGHT", "0")
+
+
 @pytest.fixture(scope="module")
 def task_manager():
     from lmms_eval.tasks import TaskManager
@@ -270,6 +278,11 @@ def test_lmms_eval_builds_gveval_references_from_the_shared_data(task_manager, m
 
 def test_lmms_eval_builds_anycap_style_with_the_instruction_as_prompt(task_manager, monkeypatch, tmp_path):
     monkeypatch.setenv("CAPJUDGE_ANYCAP_JSONL", str(shared_path(*ANYCAP)))
+    # At least one item's clip must be there (with none the task refuses to load: test_preflight.py).
+    first_video = json.loads(shared_path(*ANYCAP).read_text(encoding="utf-8").splitlines()[0])["video"]
+    (tmp_path / "videos").mkdir()
+    shutil.copy(TASKS_DIR / "demo" / "red_ball.mp4", tmp_path / "videos" / first_video)
+    monkeypatch.setenv("CAPJUDGE_ANYCAP_VIDEOS", str(tmp_path / "videos"))
     monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
     monkeypatch.setenv("CAPJUDGE_CACHE", str(tmp_path / "cache.sqlite"))
     task = task_manager.load_task_or_group(["anycap_style"])["anycap_style"]

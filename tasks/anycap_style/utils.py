@@ -2,5 +2,6 @@
 the task's code lives in `capjudge.tasks.anycap_task`."""
 
 from capjudge.tasks.anycap_task import AnyCapTask, count, doc_to_video, mean_of_judged
+from capjudge.tasks.harness import count_failed
 
-__all__ = ["AnyCapTask", "count", "doc_to_video", "mean_of_judged"]
+__all__ = ["AnyCapTask", "count", "count_failed", "doc_to_video", "mean_of_judged"]

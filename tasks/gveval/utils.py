@@ -10,5 +10,6 @@ from capjudge.tasks.gveval_task import (
     kendall_b_ci_low,
     mean_of_judged,
 )
+from capjudge.tasks.harness import count_failed
 
-__all__ = ["GVEvalTask", "count", "doc_to_video", "kendall_b", "kendall_b_ci_high", "kendall_b_ci_low", "mean_of_judged"]
+__all__ = ["GVEvalTask", "count", "count_failed", "doc_to_video", "kendall_b", "kendall_b_ci_high", "kendall_b_ci_low", "mean_of_judged"]
