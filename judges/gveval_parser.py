@@ -107,6 +107,11 @@ class GVEvalResult:
         return self.failure is None
 
     @property
+    def ok(self) -> bool:
+        """The same as `judged`, under the name AnyCap's result uses."""
+        return self.failure is None
+
+    @property
     def failure_kind(self) -> str | None:
         return self.failure.kind if self.failure is not None else None
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import threading
 from collections.abc import Mapping
 
@@ -30,9 +31,13 @@ _probed: dict[tuple[JudgeConfig, str, bool], None] = {}
 _lock = threading.Lock()
 
 
-def preflight_enabled(env: Mapping[str, str] | None = None) -> bool:
+def preflight_enabled(env: Mapping[str, str] | None = None, argv: list[str] | None = None) -> bool:
+    """Off with CAPJUDGE_PREFLIGHT=0, and in an lmms-eval `--predict_only` run, which judges nothing (lmms-eval
+    decides that only after the tasks are built, so its command line is the one place to see it then)."""
     value = (os.environ if env is None else env).get(SWITCH_ENV, "1").strip().lower()
-    return value not in ("0", "off", "false", "no")
+    if value in ("0", "off", "false", "no"):
+        return False
+    return "--predict_only" not in (sys.argv if argv is None else argv)
 
 
 def probe_judge(config: JudgeConfig, model: str, *, needs_logprobs: bool) -> None:

@@ -62,7 +62,7 @@ def fail_at_exit(reason: str, status: int) -> None:
     lmms-eval is done. lmms-eval catches every error of an evaluation and exits 0, so this is the one way a
     script or CI notices. In any other process (a library call, a test) only the log line is written."""
     log.error(reason)
-    if not _running_as_lmms_eval():
+    if not running_as_lmms_eval():
         return
     with _lock:
         first = not _reasons
@@ -71,7 +71,7 @@ def fail_at_exit(reason: str, status: int) -> None:
         atexit.register(_exit_unsuccessfully)
 
 
-def _running_as_lmms_eval() -> bool:
+def running_as_lmms_eval() -> bool:
     main = sys.modules.get("__main__")
     spec = getattr(main, "__spec__", None)
     if spec is not None and (spec.name or "").split(".")[0] == "lmms_eval":

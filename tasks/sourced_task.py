@@ -32,7 +32,9 @@ from capjudge.tasks.harness import (
     load_rows,
     resolve_source,
 )
-from capjudge.tasks.run_outcome import LOAD_FAILURE_STATUS, fail_at_exit
+from capjudge.tasks.prejudge import PrejudgedItems, item_key, prejudge
+from capjudge.tasks.run_outcome import LOAD_FAILURE_STATUS, fail_at_exit, running_as_lmms_eval
+from lmms_eval.api.reasoning import parse_reasoning_tags_config, strip_reasoning_tags
 from lmms_eval.api.task import ConfigurableTask
 
 
@@ -102,6 +104,7 @@ class JudgedTask(SourcedTask):
     settings_type: ClassVar[Any]
     judge_item: ClassVar[Callable[..., Any]]
     item_metrics: ClassVar[Callable[..., dict[str, Any]]]
+    _prejudged: PrejudgedItems | None = None
 
     def settings(self) -> Any:
         return self.settings_type.resolve(self.config.metadata or {})
@@ -124,9 +127,53 @@ class JudgedTask(SourcedTask):
             return
         check_videos(self.config.task, rows)
 
+    def apply_filters(self) -> Any:
+        """lmms-eval's one look at every response before `process_results`: judge them all now, at the
+        client's concurrency instead of lmms-eval's thread count (see capjudge.tasks.prejudge)."""
+        filtered = super().apply_filters()
+        if self.config.process_results is None:  # --predict_only: lmms-eval computes no metric, so no judging
+            return filtered
+        settings = self.settings()
+        config = JudgeConfig.from_env()
+        client = shared_client(config)
+        docs = self.eval_docs
+        tags = self._reasoning_tags()
+        items = []
+        for instance in self.instances:
+            for caption in instance.filtered_resps.values():
+                caption = caption if isinstance(caption, str) else str(caption)
+                # What process_results will be given: lmms-eval strips reasoning blocks (and surrounding
+                # whitespace) from each response just before calling it.
+                items.append((docs[int(instance.doc_id)], strip_reasoning_tags(caption, tags) if tags else caption))
+        store = PrejudgedItems()
+        prejudge(
+            items,
+            lambda doc, caption: type(self).judge_item(doc, caption, settings, client),
+            workers=config.max_concurrency,
+            description=f"capjudge: judging {self.config.task}",
+            into=store,
+        )
+        self._prejudged = store
+        return filtered
+
+    def _reasoning_tags(self) -> Any:
+        """The reasoning tags lmms-eval will strip before process_results: the task's own setting, else the
+        command line's (whose default strips <think> and <analysis> blocks)."""
+        cli_value = None
+        if running_as_lmms_eval():
+            from lmms_eval.__main__ import parse_eval_args
+
+            try:
+                cli_value = getattr(parse_eval_args()[1], "reasoning_tags", None)
+            except SystemExit:  # not parseable as lmms-eval's command line after all
+                cli_value = None
+        return parse_reasoning_tags_config(cli_value=cli_value, task_value=getattr(self.config, "reasoning_tags", None))
+
     def process_document(self, doc: dict[str, Any], results: list[str]) -> dict[str, Any]:
         settings = self.settings()
         config = JudgeConfig.from_env()
         caption = results[0] if results else ""
-        judgment = type(self).judge_item(doc, caption, settings, shared_client(config))
+        judgment = self._prejudged.take(item_key(doc, caption)) if self._prejudged is not None else None
+        if judgment is None:  # not judged ahead (e.g. process_results called directly): judge it now
+            judgment = type(self).judge_item(doc, caption, settings, shared_client(config))
         return type(self).item_metrics(doc, judgment, settings.identity(config))

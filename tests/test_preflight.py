@@ -86,10 +86,12 @@ def test_the_probe_can_be_switched_off_for_offline_preparation(tmp_path):
     outcome = launch_lmms_eval(
         model="captions_file", model_args=f"path={DEMO_CAPTIONS},model_name=good", tasks="gveval_demo",
         output_path=tmp_path / "out", judge_base_url=_closed_port_url(), cache_path=tmp_path / "cache.sqlite",
-        limit=2, env={"CAPJUDGE_PREFLIGHT": "0"}, extra_args=["--predict_only"],
+        limit=2, env={"CAPJUDGE_PREFLIGHT": "0"},
     )
-    run = outcome.require_run()
-    assert [sample["filtered_resps"] for sample in run.samples("gveval_demo")]
+    # The probe is off, so the run starts; then the breaker ends judging fast and the status says so.
+    assert outcome.returncode == 3 and outcome.new_results_files, outcome.output[-3000:]
+    samples = outcome.require_results().samples("gveval_demo")
+    assert {sample["judgment"]["failure"] for sample in samples} <= {"request_failed", "judge_unreachable"}
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -68,7 +68,9 @@ def lmms_eval_args(output_path: Path) -> list[str]:
 
 def test_a_killed_lmms_eval_run_resumes_from_the_cache_and_matches_an_uninterrupted_run(tmp_path):
     msvd = shared_path(*MSVD)
-    data_env = {"CAPJUDGE_MSVD_EVAL_JSON": str(msvd)}
+    # Requests in flight are bounded by the judge client (items are judged ahead of process_results at its
+    # bound, tasks/prejudge.py), so the overlap asked twice after a kill is at most that bound: set it here.
+    data_env = {"CAPJUDGE_MSVD_EVAL_JSON": str(msvd), "CAPJUDGE_MAX_CONCURRENCY": str(PARALLEL)}
     resumed_cache, clean_cache = tmp_path / "resumed.sqlite", tmp_path / "clean.sqlite"
     with ServerProcess("--latency", LATENCY) as judge:
         # 1. Killed once about half the items have been asked.

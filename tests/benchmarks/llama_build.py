@@ -120,7 +120,7 @@ def main() -> int:
             continue
         best[name] = (max(r["prompt_tok_s"] for r in ok), max(r["gen_tok_s"] for r in ok))
         features = ok[0]["system_info"].split("|")
-        features = " ".join(f.strip().replace(" = 1", "") for f in features if "= 1" in f)
+        features = " ".join(f.strip().replace(" = 1", "").replace("CPU : ", "") for f in features if "= 1" in f)
         emu = emulated.get(name)
         emu_text = "not run (no qemu-x86_64)" if emu is None else (
             f"**dies: {emu['failed']}**" if "failed" in emu else f"completes ({emu['completion_tokens']} tokens)")
