@@ -21,7 +21,15 @@ LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_SSE42=ON -DGGML_AVX=ON -DGGML_AVX2=
 	-DGGML_BMI2=ON -DGGML_AVX512=OFF -DGGML_AVX_VNNI=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF
 LLAMA_STAMP := $(VENV)/.llama-cpp-python-$(LLAMA_CPP_VERSION)
 
-.PHONY: setup test demo bench clean
+# `make test-min`: the unit tests that exercise numpy, scipy, pillow, openai, av, krippendorff and matplotlib,
+# run against the LOWEST versions pyproject.toml declares (.setup/lowest_requirements.py), in a venv of their own.
+MIN_VENV := .venv-min
+MIN_PY   := $(MIN_VENV)/bin/python
+MIN_TESTS := test_agreement_compare test_anycap_parser test_anycap_prompt test_client test_correlation \
+	test_gveval_parser test_gveval_prompt test_leaderboard_missing_values test_length_rule \
+	test_reliability_cheating test_video_frames test_wordcount
+
+.PHONY: setup test test-min demo bench clean
 
 setup: $(VENV)/.installed
 
@@ -47,6 +55,19 @@ endif
 
 test: setup
 	$(PY) -m pytest tests
+	$(MAKE) test-min
+
+test-min: $(MIN_VENV)/.installed
+	$(MIN_PY) -m pytest -q -p no:cacheprovider $(MIN_TESTS:%=tests/%.py)
+
+$(MIN_VENV)/.installed: pyproject.toml .setup/lowest_requirements.py
+	@test -x $(MIN_PY) || $(PYTHON) -m venv $(MIN_VENV)
+	$(MIN_PY) -m pip --disable-pip-version-check install -q --upgrade pip packaging
+	$(MIN_PY) .setup/lowest_requirements.py pyproject.toml > $(MIN_VENV)/lowest.txt
+	$(MIN_PY) -m pip --disable-pip-version-check install -q -r $(MIN_VENV)/lowest.txt 'pytest>=8' 'pytest-timeout>=2.3'
+	$(MIN_PY) -m pip --disable-pip-version-check install -q --no-deps -e .
+	$(MIN_PY) -c "import capjudge.judges, capjudge.metrics; print(open('$(MIN_VENV)/lowest.txt').read())"
+	@touch $@
 
 demo: setup
 	$(PY) -m capjudge.judges.cli demo
@@ -55,4 +76,4 @@ bench: setup
 	$(PY) tests/benchmarks/run.py
 
 clean:
-	rm -rf $(VENV)
+	rm -rf $(VENV) $(MIN_VENV)

@@ -76,7 +76,9 @@ def run_render(args: argparse.Namespace) -> int:
     from capjudge.judges.video import VideoError
 
     # Read here, not at import: --model, then the environment, then the request's published default.
-    model = args.model or os.environ.get("MODEL_VERSION") or None
+    from capjudge.judges.config import configured_model
+
+    model = args.model or configured_model() or None
     try:
         request = build_request(
             args.caption_type,

@@ -59,7 +59,7 @@ class JudgeConfig:
         if api_type not in ("openai", "azure"):
             raise ConfigError(f"API_TYPE must be 'openai' or 'azure', got {api_type!r}")
         values: dict[str, object] = {"api_type": api_type}
-        values["model"] = env.get("MODEL_VERSION") or env.get("CAPJUDGE_JUDGE_MODEL") or None
+        values["model"] = configured_model(env)
         if api_type == "azure":
             values["api_key"] = env.get("AZURE_OPENAI_API_KEY") or env.get("OPENAI_API_KEY")
             values["azure_endpoint"] = env.get("AZURE_OPENAI_ENDPOINT")
@@ -129,6 +129,13 @@ class JudgeConfig:
                 f"no API key for the judge at {self.endpoint_label}: set {where}, or point OPENAI_BASE_URL at a "
                 "local OpenAI-compatible server (e.g. `capjudge serve-local`), which needs none"
             )
+
+
+def configured_model(env: Mapping[str, str] | None = None) -> str | None:
+    """The judge model the environment names (MODEL_VERSION, lmms-eval's name, else CAPJUDGE_JUDGE_MODEL),
+    or None for each judge's published model. One place, so `render` and a real run never disagree."""
+    env = os.environ if env is None else env
+    return env.get("MODEL_VERSION") or env.get("CAPJUDGE_JUDGE_MODEL") or None
 
 
 def normalise_base_url(url: str) -> str:

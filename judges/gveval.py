@@ -28,7 +28,7 @@ from types import MappingProxyType
 from typing import Any, Literal, Mapping, Sequence
 
 from capjudge.judges.gveval_parser import GVEvalResult, Scoring, make_reply_parser
-from capjudge.judges.types import ChatRequest, ImagePart, ParseFailure
+from capjudge.judges.types import BadInput, ChatRequest, ImagePart, ParseFailure
 from capjudge.judges.video import FrameSource, VideoError, load_frames, sample_frames
 
 __all__ = [
@@ -73,7 +73,7 @@ def render_prompt(caption: str, references: Sequence[str] = (), mode: Mode = "fr
     _check_mode(mode)
     if mode == "frames":
         if references:
-            raise ValueError("mode 'frames' takes no references; use 'frames+references' or 'references'")
+            raise BadInput("mode 'frames' takes no references; use 'frames+references' or 'references'")
         return _fill(load_template(SEED_TEMPLATE), {"Caption": caption})
     listed = format_references(references)
     if mode == "references":
@@ -87,14 +87,14 @@ def render_prompt(caption: str, references: Sequence[str] = (), mode: Mode = "fr
 
 def format_references(references: Sequence[str]) -> str:
     if isinstance(references, str):
-        raise TypeError("references must be a sequence of captions, not one string")
+        raise BadInput("references must be a sequence of captions, not one string")
     if not references:
-        raise ValueError("this mode needs at least one reference caption")
+        raise BadInput("this mode needs at least one reference caption")
     lines = []
     for position, reference in enumerate(references):
         one_line = re.sub(r"\s*\n\s*", " ", reference.strip())
         if not one_line:
-            raise ValueError(f"reference caption {position} is empty")
+            raise BadInput(f"reference caption {position} is empty")
         lines.append(f"- {one_line}")
     return "\n".join(lines)
 
@@ -125,22 +125,22 @@ def build_request(
     Visual input, exactly one for the frame modes: `video` (a file; three frames are sampled), `frames`
     (a video's pre-extracted frames in order, image paths or PIL images; sampled by the same indices) or
     `image` (a ready-made strip, sent as is). `sampling` overrides DEFAULT_SAMPLING key by key.
-    Raises VideoError for unusable visual input, ValueError for inconsistent arguments.
+    Raises VideoError for unusable visual input, BadInput for inputs that cannot make a request.
     """
     _check_mode(mode)
     if not isinstance(caption, str):
-        raise TypeError(f"caption must be a string, got {type(caption).__name__}")
+        raise BadInput(f"caption must be a string, got {type(caption).__name__}")
     given = [name for name, value in (("video", video), ("frames", frames), ("image", image)) if value is not None]
     if mode == "references":
         if given:
-            raise ValueError(f"mode 'references' is text only; do not pass {' or '.join(given)}")
+            raise BadInput(f"mode 'references' is text only; do not pass {' or '.join(given)}")
         parts: tuple[str | ImagePart, ...] = (render_prompt(caption, references, mode),)
     else:
         if len(given) != 1:
-            raise ValueError(f"mode {mode!r} needs exactly one of video, frames or image; got {given or 'none'}")
+            raise BadInput(f"mode {mode!r} needs exactly one of video, frames or image; got {given or 'none'}")
         prompt = render_prompt(caption, references, mode)
         parts = (prompt, _visual_part(video=video, frames=frames, image=image))
-    return ChatRequest(parts=parts, params={**DEFAULT_SAMPLING, **(sampling or {})})
+    return ChatRequest(parts=parts, params={**DEFAULT_SAMPLING, **(sampling or {})}, model=PUBLISHED_MODEL)
 
 
 def _visual_part(*, video, frames, image) -> ImagePart:
@@ -238,9 +238,10 @@ class GVEvalJudge:
             return self.request_for(caption, **inputs)
         except VideoError as error:
             return GVEvalResult.unjudged(ParseFailure("video_unreadable", str(error)), self.scoring)
-        except (ValueError, TypeError) as error:
+        except BadInput as error:
             # This item's inputs cannot make a request (no references, an empty reference, no visual input,
-            # a caption that is not text): unjudged, so one bad row never ends a run.
+            # a caption that is not text): unjudged, so one bad row never ends a run. Any other exception
+            # is a bug in building the request and propagates: it must not pass for a run of bad items.
             return GVEvalResult.unjudged(ParseFailure(BAD_INPUT, str(error)), self.scoring)
 
     def _result(self, outcome: Any) -> GVEvalResult:

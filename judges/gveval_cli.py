@@ -45,7 +45,9 @@ def _render(args: argparse.Namespace) -> int:
     from capjudge.judges.types import ImagePart
     from capjudge.judges.video import VideoError
 
-    model = args.model or os.environ.get("MODEL_VERSION") or PUBLISHED_MODEL
+    from capjudge.judges.config import configured_model
+
+    model = args.model or configured_model() or PUBLISHED_MODEL
     try:
         request = build_request(
             args.caption, video=args.video, image=args.image, references=tuple(args.reference), mode=args.mode

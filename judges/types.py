@@ -15,6 +15,12 @@ from typing import Any, Generic, Literal, Mapping, TypeVar
 T = TypeVar("T")
 
 
+class BadInput(ValueError):
+    """This item's inputs cannot make a judge request (no references, a caption that is not text, no
+    visual input). The judges report such an item unjudged as `bad_input`; any other exception while building
+    a request is a bug and propagates, so it cannot hide as a run of unjudged items."""
+
+
 @dataclass(frozen=True)
 class ImagePart:
     """An image sent inline as a data URI. `media_type` must match the bytes (image/png or image/jpeg)."""

@@ -33,6 +33,8 @@ _SHORTFALL_TOLERANCE_FRAMES = 2
 _SHORTFALL_TOLERANCE_FRACTION = 0.02
 
 
+from capjudge.judges.types import BadInput  # noqa: E402  (re-exported for frame callers)
+
 class VideoError(Exception):
     """A video (or frame image) that cannot give the frames a judge needs. Names the file and the problem."""
 
@@ -121,7 +123,7 @@ def load_frames(sources: Sequence[FrameSource], points: int, keep: int | None = 
     from PIL import Image, UnidentifiedImageError
 
     if len(sources) == 0:
-        raise ValueError("no frames given: need at least one frame image")
+        raise BadInput("no frames given: need at least one frame image")
     shown = keep if keep is not None else points
     wanted = list(range(shown)) if len(sources) == shown else _selected_indices(len(sources), points, keep)
     loaded: dict[int, Image.Image] = {}

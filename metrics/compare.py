@@ -152,10 +152,12 @@ def _difference(
             i for i in (percentile_interval(distribution, settings.confidence), bca_interval(distribution, settings.confidence)) if i
         ]
     williams = None
-    if name == "pearson" and n > 3 and np.ptp(pairs_a.judge) > 0 and np.ptp(pairs_b.judge) > 0:
+    if name == "pearson" and n_items > 3 and np.ptp(pairs_a.judge) > 0 and np.ptp(pairs_b.judge) > 0:
         r_between, _ = scipy_coefficient("pearson", pairs_a.judge, pairs_b.judge)
         try:
-            williams = williams_test(value_a, value_b, r_between, n)
+            # Degrees of freedom from items: with annotators expanded, one item gives several pairs that
+            # are not independent observations, so counting pairs would make p too small.
+            williams = williams_test(value_a, value_b, r_between, n_items)
         except ValueError:
             williams = None  # the scorers are linearly identical; the bootstrap interval still says so
     primary = choose_interval(intervals, settings.ci_method)

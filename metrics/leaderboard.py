@@ -565,7 +565,7 @@ def holm_adjust(p_values: Sequence[float]) -> list[float]:
 
 METHOD_TEMPLATE = (
     "Values are means over the items each model has a value for (unjudged items are left out, never counted "
-    "as 0); rates are shares of all items, in %. Brackets: {confidence:.0%} percentile CI from an item "
+    "as 0); rates are shares, in %: failures of all items, other rates (e.g. length-capped) of the judged items. Brackets: {confidence:.0%} percentile CI from an item "
     "bootstrap ({n_resamples} resamples, seed {seed}). Each model is compared with the column's top model on "
     "the items both have a value for: mean per-item difference with its paired item-bootstrap CI, and a paired "
     "permutation test (per-item sign flips, {n_permutations} permutations or exact enumeration when fewer "

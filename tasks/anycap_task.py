@@ -277,14 +277,26 @@ def item_metrics(doc: Mapping[str, Any], judgment: ItemJudgment, identity: Mappi
     final = result.final_score if result.ok else None
     # lmms-eval drops the document from the sample log; the leaderboard matches items across runs by item_id.
     metrics: dict[str, Any] = {"item_id": judgment.item_id, f"{METRIC_PREFIX}_score": final}
+    metrics[f"{METRIC_PREFIX}_avg_of_types"] = None if final is None else {"caption_type": result.caption_type, "score": final}
     for caption_type in CAPTION_TYPES:
         metrics[f"{METRIC_PREFIX}_{caption_type}"] = final if caption_type == result.caption_type else None
     metrics[f"{METRIC_PREFIX}_length_capped"] = None if final is None else int(result.capped_by is not None)
     metrics[f"{METRIC_PREFIX}_failed"] = int(not result.ok)
-    metrics[f"{METRIC_PREFIX}_output_words"] = result.output_words
+    # Judged items only, as every mean here (the count of an unjudged item stays in its `judgment` record).
+    metrics[f"{METRIC_PREFIX}_output_words"] = result.output_words if final is not None else None
     metrics["judgment"] = judgment.record()
     metrics["judge"] = dict(identity)
     return metrics
+
+
+def mean_of_type_means(items: list[Mapping[str, Any] | None]) -> float:
+    """AnyCapEval's published "Avg": the mean of each caption type's mean score, over judged items, types
+    with no judged item left out. NaN (with a warning) when nothing was judged."""
+    by_type: dict[str, list[float]] = {}
+    for item in items:
+        if item is not None:
+            by_type.setdefault(str(item["caption_type"]), []).append(float(item["score"]))
+    return mean_of_judged([sum(scores) / len(scores) for scores in by_type.values()] if by_type else [None] * len(items))
 
 
 # ----------------------------------------------------------------------------------------------------------

@@ -17,6 +17,7 @@ from capjudge.judges.frame_strip import BAR_HEIGHT, FRAME_HEIGHT, TILE_WIDTH, bu
 from capjudge.judges.gveval import (
     DEFAULT_SAMPLING,
     JUDGE_VERSION,
+    PUBLISHED_MODEL,
     GVEvalJudge,
     build_request,
     load_template,
@@ -130,7 +131,7 @@ def test_request_has_prompt_then_strip_and_the_published_sampling(clip):
     assert prompt == render_prompt("A colour ramp.")
     assert isinstance(image, ImagePart) and image.media_type == "image/png" and image.detail == "high"
     assert dict(request.params) == {"temperature": 1, "top_p": 1, "logprobs": True, "top_logprobs": 5}
-    assert request.model is None  # the client's configuration decides the model
+    assert request.model == PUBLISHED_MODEL  # the published default; a model configured on the client wins
     body = request.body("gpt-4o-2024-05-13")
     url = body["messages"][0]["content"][1]["image_url"]["url"]
     assert url.startswith("data:image/png;base64,") and base64.b64decode(url.split(",", 1)[1]) == image.data
