@@ -106,19 +106,14 @@ def build_request(
     text = render_prompt(caption_type, output, reference, item=item)
     if video is not None and frames is not None:
         raise ValueError(f"{_where(item)}give either video or frames, not both")
-    images: list[Any] = []
-    if video is not None:
-        from capjudge.judges.video import sample_frames
+    from capjudge.judges.video import frame_building_slot, load_frames, sample_frames
 
-        images = sample_frames(video, points)
-    elif frames is not None:
-        from capjudge.judges.video import load_frames
-
-        images = load_frames(frames, points)
-    parts: tuple[str | ImagePart, ...] = (
-        text,
-        *(ImagePart.from_pil(image, "JPEG", quality=JPEG_QUALITY) for image in images),
-    )
+    image_parts: tuple[ImagePart, ...] = ()
+    if video is not None or frames is not None:
+        with frame_building_slot():
+            images = sample_frames(video, points) if video is not None else load_frames(frames, points)
+            image_parts = tuple(ImagePart.from_pil(image, "JPEG", quality=JPEG_QUALITY) for image in images)
+    parts: tuple[str | ImagePart, ...] = (text, *image_parts)
     return ChatRequest(parts=parts, params={"temperature": temperature, "max_tokens": max_tokens}, model=model)
 
 

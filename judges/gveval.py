@@ -145,12 +145,14 @@ def build_request(
 
 def _visual_part(*, video, frames, image) -> ImagePart:
     from capjudge.judges.frame_strip import build_strip, strip_image_part
+    from capjudge.judges.video import frame_building_slot
 
-    if video is not None:
-        return strip_image_part(build_strip(sample_frames(video, SAMPLE_POINTS, FRAMES_SHOWN)))
-    if frames is not None:
-        return strip_image_part(build_strip(load_frames(frames, SAMPLE_POINTS, FRAMES_SHOWN)))
-    return image_file_part(image)
+    with frame_building_slot():
+        if video is not None:
+            return strip_image_part(build_strip(sample_frames(video, SAMPLE_POINTS, FRAMES_SHOWN)))
+        if frames is not None:
+            return strip_image_part(build_strip(load_frames(frames, SAMPLE_POINTS, FRAMES_SHOWN)))
+        return image_file_part(image)
 
 
 def image_file_part(path: str | PathLike[str]) -> ImagePart:

@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import math
 import os
+import threading
+from contextlib import contextmanager
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, Sequence, Union
+from typing import TYPE_CHECKING, Iterator, Literal, Sequence, Union
 
 import numpy as np
 
@@ -34,6 +36,19 @@ _SHORTFALL_TOLERANCE_FRACTION = 0.02
 
 
 from capjudge.judges.types import BadInput  # noqa: E402  (re-exported for frame callers)
+
+# Decoding and encoding frames is CPU-bound and holds full-size frames in memory. More items at once than
+# cores gives no speed, only memory: the judging stage runs 16+ requests in flight, so frame building gets
+# its own, smaller bound, shared by both judges (a request waiting for its reply holds only encoded bytes).
+_FRAME_BUILDING_SLOTS = threading.BoundedSemaphore(max(1, min(4, os.cpu_count() or 1)))
+
+
+@contextmanager
+def frame_building_slot() -> Iterator[None]:
+    """Hold one of the process's frame-building slots while sampling, drawing and encoding frames."""
+    with _FRAME_BUILDING_SLOTS:
+        yield
+
 
 class VideoError(Exception):
     """A video (or frame image) that cannot give the frames a judge needs. Names the file and the problem."""
