@@ -20,6 +20,7 @@ COMMAND_MODULES = (
     "capjudge.metrics.leaderboard_cli",
     "capjudge.judges.local_server",
     "capjudge.tasks.demo_run",
+    "capjudge.tasks.judge_stage",
 )
 
 

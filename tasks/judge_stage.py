@@ -1,0 +1,257 @@
+"""`capjudge judge`: judging as its own stage, outside lmms-eval's process_results.
+
+A researcher generates captions where the GPUs are (`lmms_eval ... --predict_only --log_samples`, any model)
+and judges them later, anywhere:
+
+    capjudge judge OUTPUT_PATH --task gveval_demo --out results/judged
+    capjudge judge --captions my_model.jsonl --task anycap_style --out results/judged
+
+The task is built exactly as lmms-eval builds it (same YAML, data, settings and environment overrides, and the
+same pre-flight checks); every item is judged through the task's own per-item function at the client's
+concurrency (`capjudge.tasks.prejudge`), so requests and cache keys are those of a harness run: a run judged
+in one place re-scores in the other with zero requests. The output is an lmms-eval-shaped folder
+(`<date>_results.json` + `<date>_samples_<task>.jsonl`, same metric names and per-item fields) that
+`capjudge leaderboard` reads like any other run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+TASKS_DIR = Path(__file__).resolve().parent
+RESULTS_SUFFIX = "_results.json"
+
+
+class JudgeStageError(ValueError):
+    """The input cannot be judged as asked; the message names the file, the task or the item."""
+
+
+@dataclass(frozen=True)
+class CaptionSource:
+    """Where the captions come from, and how the output run is named."""
+
+    description: str
+    model: str
+    model_args: str
+    model_name: str
+    by_doc_id: Mapping[int, str] | None  # from an lmms-eval samples file
+    by_item_id: Mapping[str, str] | None  # from a captions file
+    targets: Mapping[int, Any] | None = None  # the samples' logged `target`, to check they are this task's docs
+
+
+def register(groups: Any) -> None:
+    parser = groups.top.add_parser(
+        "judge", help="judge captions that already exist (an lmms-eval --predict_only output, or a captions file)",
+        description=__doc__.splitlines()[0],
+    )
+    parser.add_argument("run", nargs="?", type=Path, help="an lmms-eval output folder or *_results.json with samples")
+    parser.add_argument("--captions", type=Path, help="instead of RUN: a captions JSONL/JSON keyed by item id")
+    parser.add_argument("--model-name", help="the output run's name (default: the run's, or the captions file stem)")
+    parser.add_argument("--task", required=True, help="the capjudge task to judge with (e.g. gveval, anycap_style)")
+    parser.add_argument("--out", type=Path, required=True, help="output folder (a subfolder per model is made)")
+    parser.add_argument("--include-path", type=Path, default=TASKS_DIR, help="task folders (default: capjudge's)")
+    parser.set_defaults(func=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from capjudge.judges.config import ConfigError
+    from capjudge.tasks.captions_file import CaptionsFileError
+    from capjudge.tasks.harness import DatasetError
+
+    try:
+        source = caption_source(args.run, args.captions, args.task, args.model_name)
+        written, failed, total = judge_stage(source, args.task, args.out, args.include_path)
+    except (JudgeStageError, ConfigError, DatasetError, CaptionsFileError) as error:
+        print(f"capjudge judge: {error}", file=sys.stderr)
+        return 2
+    print(f"capjudge judge: {total - failed} of {total} items judged; wrote {written}")
+    from capjudge.tasks.run_outcome import max_failure_rate
+
+    if total and failed / total > max_failure_rate():
+        print(f"capjudge judge: {failed} of {total} items were not judged, above CAPJUDGE_MAX_FAILURE_RATE="
+              f"{max_failure_rate():g}", file=sys.stderr)
+        return 3
+    return 0
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Reading the captions
+
+
+def caption_source(run: Path | None, captions: Path | None, task: str, model_name: str | None) -> CaptionSource:
+    if (run is None) == (captions is None):
+        raise JudgeStageError("give either RUN (an lmms-eval output) or --captions FILE")
+    if captions is not None:
+        from capjudge.tasks.captions_file import load_caption_set
+
+        caption_set = load_caption_set(captions)
+        name = model_name or caption_set.name
+        return CaptionSource(f"captions file {captions}", "captions_file", f"path={captions},model_name={name}",
+                             name, None, dict(caption_set.captions))
+    assert run is not None
+    results_path, samples_path = _find_samples(run, task)
+    results = json.loads(results_path.read_text(encoding="utf-8"))
+    config = results.get("config") or {}
+    model_args = config.get("model_args") if isinstance(config.get("model_args"), str) else ""
+    from capjudge.metrics.leaderboard import run_display_name
+
+    by_doc_id: dict[int, str] = {}
+    targets: dict[int, Any] = {}
+    from capjudge.metrics.jsonl import read_objects
+
+    for position, line in enumerate(read_objects(samples_path, JudgeStageError, f"samples file {samples_path}")):
+        if not isinstance(line, dict) or "doc_id" not in line or "filtered_resps" not in line:
+            raise JudgeStageError(f"{samples_path}, line {position + 1}: not an lmms-eval sample (no doc_id/filtered_resps)")
+        response = line["filtered_resps"]
+        if isinstance(response, list):  # some models log a list of responses per document: the first is judged
+            response = response[0] if response else ""
+        by_doc_id[int(line["doc_id"])] = str(response)
+        if "target" in line:
+            targets[int(line["doc_id"])] = line["target"]
+    return CaptionSource(f"samples {samples_path}", str(config.get("model") or "unknown"), model_args,
+                         model_name or run_display_name(results), by_doc_id, None, targets)
+
+
+def _find_samples(run: Path, task: str) -> tuple[Path, Path]:
+    if not run.exists():
+        raise JudgeStageError(f"{run}: no such file or folder")
+    candidates = [run] if run.is_file() else sorted(run.rglob(f"*{RESULTS_SUFFIX}"))
+    found = []
+    for results_path in candidates:
+        date_id = results_path.name.removesuffix(RESULTS_SUFFIX)
+        samples_path = results_path.with_name(f"{date_id}_samples_{task}.jsonl")
+        if samples_path.is_file():
+            found.append((results_path, samples_path))
+    if not found:
+        raise JudgeStageError(
+            f"{run}: no samples of task {task!r} (*_samples_{task}.jsonl beside a *{RESULTS_SUFFIX}); run lmms-eval "
+            "with --log_samples (and --predict_only to skip judging there)"
+        )
+    if len(found) > 1:
+        raise JudgeStageError(f"{run}: {len(found)} runs hold samples of {task!r}; name one results file")
+    return found[0]
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Judging
+
+
+def judge_stage(source: CaptionSource, task_name: str, out: Path, include_path: Path) -> tuple[Path, int, int]:
+    """Judge every item of `task_name` that `source` has a caption for; write the run. Returns (results
+    file, unjudged items, items)."""
+    from lmms_eval.tasks import TaskManager
+
+    from capjudge.judges.client import shared_client
+    from capjudge.judges.config import JudgeConfig
+    from capjudge.tasks.prejudge import PrejudgedItems, item_key, prejudge
+    from capjudge.tasks.sourced_task import JudgedTask
+
+    manager = TaskManager("ERROR", include_path=str(include_path), include_defaults=False)
+    if task_name not in manager.all_tasks:
+        raise JudgeStageError(f"no task {task_name!r} in {include_path}")
+    task = manager.load_task_or_group([task_name])[task_name]  # data, settings and pre-flight checks
+    if not isinstance(task, JudgedTask):
+        raise JudgeStageError(f"task {task_name!r} is not a capjudge judged task")
+    docs = list(task.eval_docs)
+    items = _pair_captions(source, docs, task)
+    settings = task.settings()
+    config = JudgeConfig.from_env()
+    client = shared_client(config)
+    store = PrejudgedItems()
+    prejudge(
+        items,
+        lambda doc, caption: type(task).judge_item(doc, caption, settings, client),
+        workers=config.max_concurrency,
+        description=f"capjudge: judging {task_name}",
+        into=store,
+    )
+    identity = settings.identity(config)
+    lines = []
+    per_metric: dict[str, list[Any]] = {name: [] for name in task.aggregation()}
+    failed = 0
+    for doc_id, (doc, caption) in items_by_doc_id(items, docs).items():
+        judgment = store.take(item_key(doc, caption))
+        assert judgment is not None, "every item was judged above"
+        metrics = type(task).item_metrics(doc, judgment, identity)
+        failed += int(not judgment.result.ok)
+        for name in per_metric:
+            per_metric[name].append(metrics.get(name))
+        lines.append({"doc_id": doc_id, "target": task.doc_to_target(doc), "filtered_resps": caption, **metrics})
+    aggregated = {f"{name},none": aggregate(values) for name, aggregate in task.aggregation().items()
+                  for values in [per_metric[name]]}
+    written = _write_run(out, source, task, task_name, aggregated, lines)
+    return written, failed, len(lines)
+
+
+def _pair_captions(source: CaptionSource, docs: Sequence[Mapping[str, Any]], task: Any) -> list[tuple[Mapping[str, Any], str]]:
+    if source.by_doc_id is not None:
+        unknown = sorted(doc_id for doc_id in source.by_doc_id if not 0 <= doc_id < len(docs))
+        if unknown:
+            raise JudgeStageError(
+                f"{source.description}: doc_id {unknown[0]} (and {len(unknown) - 1} more) is not an item of task "
+                f"{task.config.task!r} ({len(docs)} items): were these samples made with another dataset?"
+            )
+        for doc_id, target in (source.targets or {}).items():
+            expected = task.doc_to_target(docs[doc_id])
+            if str(target) != str(expected):
+                raise JudgeStageError(
+                    f"{source.description}: doc_id {doc_id} was logged with target {str(target)[:80]!r}, but item "
+                    f"{docs[doc_id].get('id')} of task {task.config.task!r} has {str(expected)[:80]!r}: these samples "
+                    "were made from other data (another dataset, split or data file)"
+                )
+        return [(docs[doc_id], caption) for doc_id, caption in sorted(source.by_doc_id.items())]
+    assert source.by_item_id is not None
+    # As the captions_file model: every item of the task needs a caption; a file may hold other tasks' too.
+    known = {str(doc.get("id")): doc for doc in docs}
+    extra = [item_id for item_id in source.by_item_id if item_id not in known]
+    if len(extra) == len(source.by_item_id):
+        raise JudgeStageError(
+            f"{source.description}: none of its {len(extra)} ids is an item of task {task.config.task!r} "
+            f"(e.g. {', '.join(extra[:5])}); wrong task or wrong file?"
+        )
+    missing = [item_id for item_id in known if item_id not in source.by_item_id]
+    if missing:
+        raise JudgeStageError(
+            f"{source.description}: {len(missing)} items of task {task.config.task!r} have no caption: "
+            f"{', '.join(missing[:10])}"
+        )
+    if extra:
+        print(f"capjudge judge: {source.description}: ignoring {len(extra)} ids that are not items of "
+              f"{task.config.task!r} (e.g. {', '.join(extra[:5])})", file=sys.stderr)
+    return [(doc, source.by_item_id[item_id]) for item_id, doc in known.items()]
+
+
+def items_by_doc_id(items: Sequence[tuple[Mapping[str, Any], str]], docs: Sequence[Mapping[str, Any]]) -> dict[int, tuple[Mapping[str, Any], str]]:
+    position = {str(doc.get("id")): index for index, doc in enumerate(docs)}
+    return {position[str(doc.get("id"))]: (doc, caption) for doc, caption in items}
+
+
+def _write_run(out: Path, source: CaptionSource, task: Any, task_name: str, aggregated: Mapping[str, Any],
+               lines: Sequence[Mapping[str, Any]]) -> Path:
+    folder = Path(out) / source.model_name.replace("/", "__")
+    folder.mkdir(parents=True, exist_ok=True)
+    date_id = time.strftime("%Y%m%d_%H%M%S")
+    results = {
+        "results": {task_name: {"alias": task_name, **aggregated}},
+        "configs": {task_name: task.dump_config()},
+        "higher_is_better": {task_name: task.higher_is_better()},
+        "n-samples": {task_name: {"original": len(task.eval_docs), "effective": len(lines)}},
+        "config": {"model": source.model, "model_args": source.model_args, "judged_by": "capjudge judge",
+                   "captions_from": source.description},
+        "model_name": source.model_name,
+        "date": date_id,
+    }
+    results_path = folder / f"{date_id}{RESULTS_SUFFIX}"
+    results_path.write_text(json.dumps(results, indent=2, default=str, ensure_ascii=False) + "\n", encoding="utf-8")
+    samples_path = folder / f"{date_id}_samples_{task_name}.jsonl"
+    with samples_path.open("w", encoding="utf-8") as handle:
+        for line in lines:
+            handle.write(json.dumps(line, default=str, ensure_ascii=False) + "\n")
+    return results_path

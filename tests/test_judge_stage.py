@@ -1,0 +1,135 @@
+"""`capjudge judge`: judging as its own stage, from an lmms-eval --predict_only output or a captions file.
+
+Real runs: lmms-eval generates (here: returns) the captions with --predict_only and judges nothing; the
+`capjudge judge` command then judges them against the test server, writes an lmms-eval-shaped run that the
+leaderboard reads, and shares its requests and cache with judging inside lmms-eval, both ways round.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import REPO_ROOT
+from harness_runs import TEST_API_KEY, TEST_JUDGE_MODEL, judge_server, run_lmms_eval
+
+pytestmark = pytest.mark.slow
+
+CAPTIONS = REPO_ROOT / "tasks" / "demo" / "captions_good.jsonl"
+TASK = "gveval_demo"
+N_ITEMS = 10
+PER_ITEM = ("gveval_mean", "gveval_accuracy", "gveval_completeness", "gveval_conciseness", "gveval_relevance",
+            "gveval_failed")
+
+
+def _judge(tmp_path, judge, *arguments, cache):
+    import subprocess
+    import sys
+
+    env = {"OPENAI_BASE_URL": judge.base_url, "OPENAI_API_KEY": TEST_API_KEY, "MODEL_VERSION": TEST_JUDGE_MODEL,
+           "CAPJUDGE_CACHE": str(cache), "HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1",
+           "HF_DATASETS_CACHE": str(tmp_path / "hf"), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+    return subprocess.run([sys.executable, "-m", "capjudge.judges.cli", "judge", *arguments], cwd=REPO_ROOT,
+                          env=env, capture_output=True, text=True, timeout=600)
+
+
+def _samples(folder):
+    (path,) = list(folder.rglob(f"*_samples_{TASK}.jsonl"))
+    return {line["item_id"]: line for line in map(json.loads, path.read_text(encoding="utf-8").splitlines())}
+
+
+def _values(samples):
+    return {item: ({key: line[key] for key in PER_ITEM}, line["judgment"]["raw_reply"]) for item, line in samples.items()}
+
+
+def test_a_predict_only_run_is_judged_later_and_shares_the_cache_with_lmms_eval(tmp_path):
+    cache = tmp_path / "cache.sqlite"
+    with judge_server() as judge:
+        predicted = run_lmms_eval(
+            model="captions_file", model_args=f"path={CAPTIONS},model_name=good", tasks=TASK,
+            output_path=tmp_path / "predicted", judge_base_url=judge.base_url, cache_path=cache,
+            extra_args=["--predict_only"],
+        )
+        assert judge.log == []  # the GPU side judged nothing
+        staged = _judge(tmp_path, judge, str(predicted.output_path), "--task", TASK, "--out", str(tmp_path / "judged"),
+                        cache=cache)
+        assert staged.returncode == 0, staged.stderr[-3000:]
+        assert len(judge.log) == N_ITEMS and len(judge.preflights) == 1
+        assert f"{N_ITEMS} of {N_ITEMS} items judged" in staged.stdout
+        assert "capjudge: judging gveval_demo" in staged.stderr  # the progress bar
+
+        # Judged again inside lmms-eval with the same cache: zero requests, the same per-item values.
+        judge.reset()
+        harness = run_lmms_eval(
+            model="captions_file", model_args=f"path={CAPTIONS},model_name=good", tasks=TASK,
+            output_path=tmp_path / "harness", judge_base_url=judge.base_url, cache_path=cache,
+        )
+        assert judge.log == []
+    staged_samples = _samples(tmp_path / "judged")
+    harness_samples = {s["item_id"]: s for s in harness.samples(TASK)}
+    assert _values(staged_samples) == _values(harness_samples)
+    assert all(line["judgment"]["cache_hit"] for line in harness_samples.values())
+    # The aggregates are lmms-eval's, from the same aggregation functions.
+    (results_file,) = list((tmp_path / "judged").rglob("*_results.json"))
+    staged_results = json.loads(results_file.read_text())["results"][TASK]
+    harness_results = harness.results()["results"][TASK]
+    for key in ("gveval_mean,none", "gveval_failed,none"):
+        assert staged_results[key] == pytest.approx(harness_results[key])
+    assert "item_id,none" not in staged_results  # no log-only pseudo-metrics
+
+    # The leaderboard reads the staged run like any other.
+    from capjudge.metrics.leaderboard import LeaderboardSettings, build_leaderboard, read_runs
+
+    runs, _ = read_runs([f"staged={results_file}", f"harness={harness.results_file}"])
+    board = build_leaderboard(runs, LeaderboardSettings(n_resamples=100, n_permutations=100))
+    means = {row.name: row.estimates[board.rank_column.key].value for row in board.rows}
+    assert means["staged"] == pytest.approx(means["harness"])
+
+    # Samples from other data (here: one logged target edited) are refused, naming the item.
+    (samples_file,) = list(predicted.output_path.rglob(f"*_samples_{TASK}.jsonl"))
+    lines = [json.loads(line) for line in samples_file.read_text(encoding="utf-8").splitlines()]
+    lines[3]["target"] = "a different reference"
+    samples_file.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    with judge_server() as judge:
+        other = _judge(tmp_path, judge, str(predicted.output_path), "--task", TASK, "--out", str(tmp_path / "x"),
+                       cache=cache)
+        assert judge.log == []
+    assert other.returncode == 2 and "doc_id 3 was logged with target 'a different reference'" in other.stderr
+
+
+def test_a_harness_run_re_scores_in_the_judging_stage_with_zero_requests(tmp_path):
+    cache = tmp_path / "cache.sqlite"
+    with judge_server() as judge:
+        harness = run_lmms_eval(
+            model="captions_file", model_args=f"path={CAPTIONS},model_name=good", tasks=TASK,
+            output_path=tmp_path / "harness", judge_base_url=judge.base_url, cache_path=cache,
+        )
+        judge.reset()
+        staged = _judge(tmp_path, judge, "--captions", str(CAPTIONS), "--model-name", "good", "--task", TASK,
+                        "--out", str(tmp_path / "judged"), cache=cache)
+        assert staged.returncode == 0, staged.stderr[-3000:]
+        assert judge.log == []
+    assert "ignoring 10 ids that are not items of 'gveval_demo'" in staged.stderr  # the file also holds AnyCap's
+    staged_samples = _samples(tmp_path / "judged")
+    assert len(staged_samples) == N_ITEMS
+    assert _values(staged_samples) == _values({s["item_id"]: s for s in harness.samples(TASK)})
+
+
+def test_bad_input_is_one_clear_error(tmp_path):
+    with judge_server() as judge:
+        missing = _judge(tmp_path, judge, str(tmp_path / "nowhere"), "--task", TASK, "--out", str(tmp_path / "o"),
+                         cache=tmp_path / "c.sqlite")
+        assert missing.returncode == 2 and f"{tmp_path / 'nowhere'}: no such file or folder" in missing.stderr
+        unknown = tmp_path / "unknown.jsonl"
+        unknown.write_text(json.dumps({"id": "not-an-item", "caption": "a cat"}) + "\n", encoding="utf-8")
+        wrong_ids = _judge(tmp_path, judge, "--captions", str(unknown), "--task", TASK, "--out", str(tmp_path / "o"),
+                           cache=tmp_path / "c.sqlite")
+        assert wrong_ids.returncode == 2
+        assert "none of its 1 ids is an item of task 'gveval_demo' (e.g. not-an-item)" in wrong_ids.stderr
+        empty_run = tmp_path / "run"
+        empty_run.mkdir()
+        (empty_run / "20260101_000000_results.json").write_text("{}", encoding="utf-8")
+        no_samples = _judge(tmp_path, judge, str(empty_run), "--task", TASK, "--out", str(tmp_path / "o"),
+                            cache=tmp_path / "c.sqlite")
+        assert no_samples.returncode == 2 and "no samples of task 'gveval_demo'" in no_samples.stderr
+        assert judge.log == []
