@@ -148,9 +148,8 @@ def judge_stage(source: CaptionSource, task_name: str, out: Path, include_path: 
     file, unjudged items, items)."""
     from lmms_eval.tasks import TaskManager
 
-    from capjudge.judges.client import shared_client
     from capjudge.judges.config import JudgeConfig
-    from capjudge.tasks.prejudge import PrejudgedItems, item_key, prejudge
+    from capjudge.tasks.prejudge import item_key
     from capjudge.tasks.sourced_task import JudgedTask
 
     manager = TaskManager("ERROR", include_path=str(include_path), include_defaults=False)
@@ -161,18 +160,8 @@ def judge_stage(source: CaptionSource, task_name: str, out: Path, include_path: 
         raise JudgeStageError(f"task {task_name!r} is not a capjudge judged task")
     docs = list(task.eval_docs)
     items = _pair_captions(source, docs, task)
-    settings = task.settings()
-    config = JudgeConfig.from_env()
-    client = shared_client(config)
-    store = PrejudgedItems()
-    prejudge(
-        items,
-        lambda doc, caption: type(task).judge_item(doc, caption, settings, client),
-        workers=config.max_concurrency,
-        description=f"capjudge: judging {task_name}",
-        into=store,
-    )
-    identity = settings.identity(config)
+    store = task.judge_all(items)
+    identity = task.settings().identity(JudgeConfig.from_env())
     lines = []
     per_metric: dict[str, list[Any]] = {name: [] for name in task.aggregation()}
     failed = 0

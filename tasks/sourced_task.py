@@ -133,9 +133,6 @@ class JudgedTask(SourcedTask):
         filtered = super().apply_filters()
         if self.config.process_results is None:  # --predict_only: lmms-eval computes no metric, so no judging
             return filtered
-        settings = self.settings()
-        config = JudgeConfig.from_env()
-        client = shared_client(config)
         docs = self.eval_docs
         tags = self._reasoning_tags()
         items = []
@@ -145,6 +142,15 @@ class JudgedTask(SourcedTask):
                 # What process_results will be given: lmms-eval strips reasoning blocks (and surrounding
                 # whitespace) from each response just before calling it.
                 items.append((docs[int(instance.doc_id)], strip_reasoning_tags(caption, tags) if tags else caption))
+        self._prejudged = self.judge_all(items)
+        return filtered
+
+    def judge_all(self, items: list[tuple[dict[str, Any], str]]) -> PrejudgedItems:
+        """Judge every (doc, caption) at the client's concurrency, with a progress bar; used inside lmms-eval
+        (`apply_filters`) and by `capjudge judge`, so both make the same requests."""
+        settings = self.settings()
+        config = JudgeConfig.from_env()
+        client = shared_client(config)
         store = PrejudgedItems()
         prejudge(
             items,
@@ -153,8 +159,7 @@ class JudgedTask(SourcedTask):
             description=f"capjudge: judging {self.config.task}",
             into=store,
         )
-        self._prejudged = store
-        return filtered
+        return store
 
     def _reasoning_tags(self) -> Any:
         """The reasoning tags lmms-eval will strip before process_results: the task's own setting, else the
