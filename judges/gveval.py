@@ -20,6 +20,8 @@ client's configuration (published: gpt-4o-2024-05-13), not part of the request.
 
 from __future__ import annotations
 
+import functools
+
 import re
 from importlib import resources
 from os import PathLike
@@ -63,6 +65,7 @@ _BLOCK_ANCHOR = "Generated Caption:\n{{Caption}}"
 _PLACEHOLDER = re.compile(r"\{\{(Caption|References)\}\}")
 
 
+@functools.lru_cache(maxsize=None)  # package data, read once: every item renders from it
 def load_template(name: str) -> str:
     """A template exactly as stored (bytes decoded as UTF-8; no newline translation)."""
     return resources.files("capjudge.judges").joinpath("templates", name).read_bytes().decode("utf-8")
