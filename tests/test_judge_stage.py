@@ -42,14 +42,18 @@ def _values(samples):
     return {item: ({key: line[key] for key in PER_ITEM}, line["judgment"]["raw_reply"]) for item, line in samples.items()}
 
 
+def _harness(judge, output_path, cache, *extra_args):
+    """lmms-eval on the demo task with the good caption set (captions_file), judged by `judge`."""
+    return run_lmms_eval(
+        model="captions_file", model_args=f"path={CAPTIONS},model_name=good", tasks=TASK, output_path=output_path,
+        judge_base_url=judge.base_url, cache_path=cache, extra_args=list(extra_args),
+    )
+
+
 def test_a_predict_only_run_is_judged_later_and_shares_the_cache_with_lmms_eval(tmp_path):
     cache = tmp_path / "cache.sqlite"
     with judge_server() as judge:
-        predicted = run_lmms_eval(
-            model="captions_file", model_args=f"path={CAPTIONS},model_name=good", tasks=TASK,
-            output_path=tmp_path / "predicted", judge_base_url=judge.base_url, cache_path=cache,
-            extra_args=["--predict_only"],
-        )
+        predicted = _harness(judge, tmp_path / "predicted", cache, "--predict_only")
         assert judge.log == []  # the GPU side judged nothing
         staged = _judge(tmp_path, judge, str(predicted.output_path), "--task", TASK, "--out", str(tmp_path / "judged"),
                         cache=cache)
@@ -60,10 +64,7 @@ def test_a_predict_only_run_is_judged_later_and_shares_the_cache_with_lmms_eval(
 
         # Judged again inside lmms-eval with the same cache: zero requests, the same per-item values.
         judge.reset()
-        harness = run_lmms_eval(
-            model="captions_file", model_args=f"path={CAPTIONS},model_name=good", tasks=TASK,
-            output_path=tmp_path / "harness", judge_base_url=judge.base_url, cache_path=cache,
-        )
+        harness = _harness(judge, tmp_path / "harness", cache)
         assert judge.log == []
     staged_samples = _samples(tmp_path / "judged")
     harness_samples = {s["item_id"]: s for s in harness.samples(TASK)}
@@ -100,10 +101,7 @@ def test_a_predict_only_run_is_judged_later_and_shares_the_cache_with_lmms_eval(
 def test_a_harness_run_re_scores_in_the_judging_stage_with_zero_requests(tmp_path):
     cache = tmp_path / "cache.sqlite"
     with judge_server() as judge:
-        harness = run_lmms_eval(
-            model="captions_file", model_args=f"path={CAPTIONS},model_name=good", tasks=TASK,
-            output_path=tmp_path / "harness", judge_base_url=judge.base_url, cache_path=cache,
-        )
+        harness = _harness(judge, tmp_path / "harness", cache)
         judge.reset()
         staged = _judge(tmp_path, judge, "--captions", str(CAPTIONS), "--model-name", "good", "--task", TASK,
                         "--out", str(tmp_path / "judged"), cache=cache)
