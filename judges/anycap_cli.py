@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, Callable, Iterator
@@ -78,7 +77,7 @@ def run_render(args: argparse.Namespace) -> int:
     # Read here, not at import: --model, then the environment, then the request's published default.
     from capjudge.judges.config import configured_model
 
-    model = args.model or configured_model() or None
+    model = args.model or configured_model()
     try:
         request = build_request(
             args.caption_type,

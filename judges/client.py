@@ -192,10 +192,7 @@ class JudgeClient:
             }
 
     def redact(self, text: str) -> str:
-        key = self.config.api_key
-        if key and len(key) >= 4 and key in text:
-            text = text.replace(key, "[REDACTED]")
-        return text
+        return redact_secret(text, self.config.api_key)
 
     def close(self) -> None:
         if self._executor is not None:
@@ -302,6 +299,13 @@ class JudgeClient:
         if reply.refusal is not None and self.redact(reply.refusal) != reply.refusal:
             reply = replace(reply, refusal=self.redact(reply.refusal))
         return reply
+
+
+def redact_secret(text: str, secret: str | None) -> str:
+    """`text` with every occurrence of `secret` (an API key a server may echo back) replaced."""
+    if secret and len(secret) >= 4 and secret in text:
+        text = text.replace(secret, "[REDACTED]")
+    return text
 
 
 def _short(error: openai.APIStatusError) -> str:

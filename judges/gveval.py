@@ -14,14 +14,13 @@ Modes (which evidence the judge gets):
   as the user turn.)
 References are listed one per line as "- caption" (line breaks inside a caption become spaces).
 
-Sampling as published: temperature 1, top_p 1, logprobs with top_logprobs 5. The model name is the judge
-client's configuration (published: gpt-4o-2024-05-13), not part of the request.
+Sampling as published: temperature 1, top_p 1, logprobs with top_logprobs 5. Requests default to the
+published model (gpt-4o-2024-05-13); a model configured on the judge client takes precedence.
 """
 
 from __future__ import annotations
 
 import functools
-
 import re
 from importlib import resources
 from os import PathLike

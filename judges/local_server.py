@@ -28,6 +28,7 @@ import argparse
 import copy
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -695,8 +696,6 @@ class LocalJudgeServer:
 
 
 def describe_exit(returncode: int) -> str:
-    import signal
-
     if returncode < 0:
         try:
             name = signal.Signals(-returncode).name
@@ -707,8 +706,6 @@ def describe_exit(returncode: int) -> str:
 
 
 def _what_to_try(returncode: int) -> str:
-    import signal
-
     advice = {
         -signal.SIGSEGV: "A crash inside llama.cpp usually means llama-cpp-python was built for another CPU "
         "(a -march=native build copied or cached from another machine). Rebuild it portably: `make clean setup`.",

@@ -27,7 +27,7 @@ log = logging.getLogger(__name__)
 PREFLIGHT_HEADER = "X-Capjudge-Preflight"
 SWITCH_ENV = "CAPJUDGE_PREFLIGHT"  # "0"/"off" turns the judge probe off (offline preparation, --predict_only)
 
-_probed: dict[tuple[JudgeConfig, str, bool], None] = {}
+_probed: set[tuple[JudgeConfig, str, bool]] = set()
 _lock = threading.Lock()
 
 
@@ -48,18 +48,17 @@ def probe_judge(config: JudgeConfig, model: str, *, needs_logprobs: bool) -> Non
             return
     _probe(config, model, needs_logprobs)
     with _lock:
-        _probed[key] = None
+        _probed.add(key)
 
 
 def _probe(config: JudgeConfig, model: str, needs_logprobs: bool) -> None:
+    from capjudge.judges.client import redact_secret
+
     try:
         _send_probe(config, model, needs_logprobs)
     except ConfigError as error:
         # A server may echo the key in its error text; it never reaches a message.
-        text = str(error)
-        if config.api_key and len(config.api_key) >= 4:
-            text = text.replace(config.api_key, "[REDACTED]")
-        raise ConfigError(text) from None
+        raise ConfigError(redact_secret(str(error), config.api_key)) from None
 
 
 def _send_probe(config: JudgeConfig, model: str, needs_logprobs: bool) -> None:

@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING, Iterator, Literal, Sequence, Union
 
 import numpy as np
 
+from capjudge.judges.types import BadInput
+
 if TYPE_CHECKING:
     from PIL import Image
 
@@ -34,8 +36,6 @@ FrameSource = Union[PathLike, "Image.Image"]
 _SHORTFALL_TOLERANCE_FRAMES = 2
 _SHORTFALL_TOLERANCE_FRACTION = 0.02
 
-
-from capjudge.judges.types import BadInput  # noqa: E402  (re-exported for frame callers)
 
 # Decoding and encoding frames is CPU-bound and holds full-size frames in memory. More items at once than
 # cores gives no speed, only memory: the judging stage runs 16+ requests in flight, so frame building gets

@@ -565,8 +565,8 @@ def holm_adjust(p_values: Sequence[float]) -> list[float]:
 
 METHOD_TEMPLATE = (
     "Values are means over the items each model has a value for (unjudged items are left out, never counted "
-    "as 0); rates are shares, in %: failures of all items, other rates (e.g. length-capped) of the judged items. Brackets: {confidence:.0%} percentile CI from an item "
-    "bootstrap ({n_resamples} resamples, seed {seed}). Each model is compared with the column's top model on "
+    "as 0); rates are shares, in %: failures of all items, other rates (e.g. length-capped) of the judged "
+    "items. Brackets: {confidence:.0%} percentile CI from an item bootstrap ({n_resamples} resamples, seed {seed}). Each model is compared with the column's top model on "
     "the items both have a value for: mean per-item difference with its paired item-bootstrap CI, and a paired "
     "permutation test (per-item sign flips, {n_permutations} permutations or exact enumeration when fewer "
     "suffice); p-values are Holm-corrected across the models compared; significant means corrected p < "

@@ -72,12 +72,12 @@ def _run(args: argparse.Namespace) -> int:
         print(f"capjudge judge: {error}", file=sys.stderr)
         return 2
     print(f"capjudge judge: {total - failed} of {total} items judged; wrote {written}")
-    from capjudge.tasks.run_outcome import max_failure_rate
+    from capjudge.tasks.run_outcome import EXIT_STATUS, failure_rate_problem
 
-    if total and failed / total > max_failure_rate():
-        print(f"capjudge judge: {failed} of {total} items were not judged, above CAPJUDGE_MAX_FAILURE_RATE="
-              f"{max_failure_rate():g}", file=sys.stderr)
-        return 3
+    problem = failure_rate_problem(failed, total)
+    if problem is not None:
+        print(f"capjudge judge: {problem}", file=sys.stderr)
+        return EXIT_STATUS
     return 0
 
 
@@ -95,17 +95,16 @@ def caption_source(run: Path | None, captions: Path | None, task: str, model_nam
         name = model_name or caption_set.name
         return CaptionSource(f"captions file {captions}", "captions_file", f"path={captions},model_name={name}",
                              name, None, dict(caption_set.captions))
+    from capjudge.metrics.jsonl import read_objects
+    from capjudge.metrics.leaderboard import run_display_name
+
     assert run is not None
     results_path, samples_path = _find_samples(run, task)
     results = json.loads(results_path.read_text(encoding="utf-8"))
     config = results.get("config") or {}
     model_args = config.get("model_args") if isinstance(config.get("model_args"), str) else ""
-    from capjudge.metrics.leaderboard import run_display_name
-
     by_doc_id: dict[int, str] = {}
     targets: dict[int, Any] = {}
-    from capjudge.metrics.jsonl import read_objects
-
     for position, line in enumerate(read_objects(samples_path, JudgeStageError, f"samples file {samples_path}")):
         if not isinstance(line, dict) or "doc_id" not in line or "filtered_resps" not in line:
             raise JudgeStageError(f"{samples_path}, line {position + 1}: not an lmms-eval sample (no doc_id/filtered_resps)")
@@ -120,9 +119,12 @@ def caption_source(run: Path | None, captions: Path | None, task: str, model_nam
 
 
 def _find_samples(run: Path, task: str) -> tuple[Path, Path]:
-    if not run.exists():
-        raise JudgeStageError(f"{run}: no such file or folder")
-    candidates = [run] if run.is_file() else sorted(run.rglob(f"*{RESULTS_SUFFIX}"))
+    from capjudge.metrics.leaderboard import LeaderboardError, find_results_files
+
+    try:
+        candidates = find_results_files(run)
+    except LeaderboardError as error:
+        raise JudgeStageError(str(error)) from None
     found = []
     for results_path in candidates:
         date_id = results_path.name.removesuffix(RESULTS_SUFFIX)
@@ -158,14 +160,13 @@ def judge_stage(source: CaptionSource, task_name: str, out: Path, include_path: 
     task = manager.load_task_or_group([task_name])[task_name]  # data, settings and pre-flight checks
     if not isinstance(task, JudgedTask):
         raise JudgeStageError(f"task {task_name!r} is not a capjudge judged task")
-    docs = list(task.eval_docs)
-    items = _pair_captions(source, docs, task)
-    store = task.judge_all(items)
+    paired = _pair_captions(source, list(task.eval_docs), task)
+    store = task.judge_all([(doc, caption) for _, doc, caption in paired])
     identity = task.settings().identity(JudgeConfig.from_env())
     lines = []
     per_metric: dict[str, list[Any]] = {name: [] for name in task.aggregation()}
     failed = 0
-    for doc_id, (doc, caption) in items_by_doc_id(items, docs).items():
+    for doc_id, doc, caption in paired:
         judgment = store.take(item_key(doc, caption))
         assert judgment is not None, "every item was judged above"
         metrics = type(task).item_metrics(doc, judgment, identity)
@@ -179,7 +180,10 @@ def judge_stage(source: CaptionSource, task_name: str, out: Path, include_path: 
     return written, failed, len(lines)
 
 
-def _pair_captions(source: CaptionSource, docs: Sequence[Mapping[str, Any]], task: Any) -> list[tuple[Mapping[str, Any], str]]:
+def _pair_captions(
+    source: CaptionSource, docs: Sequence[Mapping[str, Any]], task: Any
+) -> list[tuple[int, Mapping[str, Any], str]]:
+    """(doc_id, doc, caption) for every item to judge, in the task's order; bad input is a JudgeStageError."""
     if source.by_doc_id is not None:
         unknown = sorted(doc_id for doc_id in source.by_doc_id if not 0 <= doc_id < len(docs))
         if unknown:
@@ -195,10 +199,10 @@ def _pair_captions(source: CaptionSource, docs: Sequence[Mapping[str, Any]], tas
                     f"{docs[doc_id].get('id')} of task {task.config.task!r} has {str(expected)[:80]!r}: these samples "
                     "were made from other data (another dataset, split or data file)"
                 )
-        return [(docs[doc_id], caption) for doc_id, caption in sorted(source.by_doc_id.items())]
+        return [(doc_id, docs[doc_id], caption) for doc_id, caption in sorted(source.by_doc_id.items())]
     assert source.by_item_id is not None
     # As the captions_file model: every item of the task needs a caption; a file may hold other tasks' too.
-    known = {str(doc.get("id")): doc for doc in docs}
+    known = {str(doc.get("id")): (doc_id, doc) for doc_id, doc in enumerate(docs)}
     extra = [item_id for item_id in source.by_item_id if item_id not in known]
     if len(extra) == len(source.by_item_id):
         raise JudgeStageError(
@@ -214,12 +218,7 @@ def _pair_captions(source: CaptionSource, docs: Sequence[Mapping[str, Any]], tas
     if extra:
         print(f"capjudge judge: {source.description}: ignoring {len(extra)} ids that are not items of "
               f"{task.config.task!r} (e.g. {', '.join(extra[:5])})", file=sys.stderr)
-    return [(doc, source.by_item_id[item_id]) for item_id, doc in known.items()]
-
-
-def items_by_doc_id(items: Sequence[tuple[Mapping[str, Any], str]], docs: Sequence[Mapping[str, Any]]) -> dict[int, tuple[Mapping[str, Any], str]]:
-    position = {str(doc.get("id")): index for index, doc in enumerate(docs)}
-    return {position[str(doc.get("id"))]: (doc, caption) for doc, caption in items}
+    return [(doc_id, doc, source.by_item_id[item_id]) for item_id, (doc_id, doc) in known.items()]
 
 
 def _write_run(out: Path, source: CaptionSource, task: Any, task_name: str, aggregated: Mapping[str, Any],

@@ -49,10 +49,6 @@ class PrejudgedItems:
         with self._lock:
             return self._judgments.pop(key, None)
 
-    def __len__(self) -> int:
-        with self._lock:
-            return len(self._judgments)
-
 
 def limit_malloc_arenas() -> None:
     """Cap glibc's malloc arenas before starting many threads (unless MALLOC_ARENA_MAX is set).

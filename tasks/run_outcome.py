@@ -23,10 +23,10 @@ log = logging.getLogger(__name__)
 
 RATE_ENV = "CAPJUDGE_MAX_FAILURE_RATE"
 DEFAULT_MAX_FAILURE_RATE = 0.5
-EXIT_STATUS = 3
+EXIT_STATUS = 3  # too many items unjudged
+LOAD_FAILURE_STATUS = 2  # a task could not start (pre-flight)
 
 _reasons: list[tuple[str, int]] = []
-LOAD_FAILURE_STATUS = 2
 _lock = threading.Lock()
 
 
@@ -43,18 +43,21 @@ def max_failure_rate(env: Mapping[str, str] | None = None) -> float:
     return value
 
 
-def check_failure_rate(failed: int, total: int) -> None:
-    if total == 0:
-        return
+def failure_rate_problem(failed: int, total: int) -> str | None:
+    """Why `failed` unjudged items of `total` make the run a failure, or None when they do not."""
     limit = max_failure_rate()
-    rate = failed / total
-    if rate <= limit:
-        return
-    fail_at_exit(
-        f"capjudge: {failed} of {total} items ({rate:.0%}) were not judged, above {RATE_ENV}={limit:g}; "
-        f"results and samples were written, the run exits with status {EXIT_STATUS}",
-        EXIT_STATUS,
-    )
+    if total == 0 or failed / total <= limit:
+        return None
+    return f"{failed} of {total} items ({failed / total:.0%}) were not judged, above {RATE_ENV}={limit:g}"
+
+
+def check_failure_rate(failed: int, total: int) -> None:
+    problem = failure_rate_problem(failed, total)
+    if problem is not None:
+        fail_at_exit(
+            f"capjudge: {problem}; results and samples were written, the run exits with status {EXIT_STATUS}",
+            EXIT_STATUS,
+        )
 
 
 def fail_at_exit(reason: str, status: int) -> None:

@@ -67,23 +67,19 @@ class SourcedTask(ConfigurableTask):
 
     def download(self, dataset_kwargs: dict[str, Any] | None = None) -> None:
         metadata = dict(self.config.metadata or {})
+        split = self.config.test_split or "test"
         try:
             self.check_ready()
-        except ConfigError as error:
-            fail_at_exit(str(error), LOAD_FAILURE_STATUS)
-            raise
-        if "item_format" not in metadata:
-            raise DatasetError(f"task {self.config.task!r}: metadata.item_format (a dotted path to an ItemFormat) is missing")
-        item_format = import_dotted(metadata["item_format"])
-        if not isinstance(item_format, ItemFormat):
-            raise DatasetError(f"task {self.config.task!r}: metadata.item_format {metadata['item_format']!r} is not an ItemFormat")
-        source = resolve_source(metadata)
-        split = self.config.test_split or "test"
-        rows = load_rows(source, item_format, split)
-        try:
+            if "item_format" not in metadata:
+                raise DatasetError(f"task {self.config.task!r}: metadata.item_format (a dotted path to an ItemFormat) is missing")
+            item_format = import_dotted(metadata["item_format"])
+            if not isinstance(item_format, ItemFormat):
+                raise DatasetError(f"task {self.config.task!r}: metadata.item_format {metadata['item_format']!r} is not an ItemFormat")
+            source = resolve_source(metadata)
+            rows = load_rows(source, item_format, split)
             self.check_rows(rows)
             self.check_judge()
-        except ConfigError as error:
+        except ConfigError as error:  # lmms-eval would print it and exit 0: make the status say so
             fail_at_exit(str(error), LOAD_FAILURE_STATUS)
             raise
         dataset = datasets.Dataset.from_list(rows)

@@ -238,21 +238,20 @@ class OpenAITestServer:
                 entry = LoggedRequest(
                     body, time.time(), headers={k.lower(): v for k, v in self.headers.items()}, path=self.path
                 )
+                is_probe = "x-capjudge-preflight" in entry.headers
+                rejection = None
                 if server.required_key is not None and entry.headers.get("authorization") != f"Bearer {server.required_key}":
-                    entry.answer = "401"
-                    (server.preflights if "x-capjudge-preflight" in entry.headers else server.log).append(entry)
-                    self._send_json(401, {"error": {"message": "Incorrect API key provided", "code": "invalid_api_key"}})
-                    return
-                if server.models is not None and body.get("model") not in server.models:
-                    entry.answer = "404"
-                    (server.preflights if "x-capjudge-preflight" in entry.headers else server.log).append(entry)
-                    self._send_json(404, {"error": {"message": f"The model `{body.get('model')}` does not exist",
-                                                    "code": "model_not_found"}})
-                    return
-                if "x-capjudge-preflight" in entry.headers:
-                    entry.answer = "reply"
-                    server.preflights.append(entry)
-                    self._send_json(200, server._completion(body, with_logprobs("1"), server.logprobs_supported))
+                    rejection = (401, {"message": "Incorrect API key provided", "code": "invalid_api_key"})
+                elif server.models is not None and body.get("model") not in server.models:
+                    rejection = (404, {"message": f"The model `{body.get('model')}` does not exist", "code": "model_not_found"})
+                if rejection is not None or is_probe:
+                    entry.answer = str(rejection[0]) if rejection is not None else "reply"
+                    with server._lock:
+                        (server.preflights if is_probe else server.log).append(entry)
+                    if rejection is not None:
+                        self._send_json(rejection[0], {"error": rejection[1]})
+                    else:
+                        self._send_json(200, server._completion(body, with_logprobs("1"), server.logprobs_supported))
                     return
                 with server._lock:
                     server.log.append(entry)

@@ -383,7 +383,7 @@ def main(argv: list[str] | None = None) -> int:
         sections.append(section)
         measured = {f.name: f.value for sec in sections for f in sec.figures}
         if name == "harness" and "judge_throughput_capjudge" in measured:
-            # The harness's overhead: lmms-eval at its best setting against the client alone, same run.
+            # The harness's overhead: lmms-eval at its default flags against the client alone, same run.
             default = measured["harness_throughput_parallel_4"]
             section.figures.append(Figure("harness_default_flags_vs_client_throughput",
                                           default / measured["judge_throughput_capjudge"], "ratio"))
