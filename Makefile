@@ -29,7 +29,7 @@ MIN_TESTS := test_agreement_compare test_anycap_parser test_anycap_prompt test_c
 	test_gveval_parser test_gveval_prompt test_leaderboard_missing_values test_length_rule \
 	test_reliability_cheating test_video_frames test_wordcount
 
-.PHONY: setup test test-min demo bench clean
+.PHONY: setup test test-min demo demo-data bench clean
 
 setup: $(VENV)/.installed
 
@@ -71,6 +71,10 @@ $(MIN_VENV)/.installed: pyproject.toml .setup/lowest_requirements.py
 
 demo: setup
 	$(PY) -m capjudge.judges.cli demo
+
+# Rewrites the committed demo split (clips, items, captions) in tasks/demo; tests check it is unchanged.
+demo-data: setup
+	$(PY) tests/demo_data.py --out tasks/demo
 
 bench: setup
 	$(PY) tests/benchmarks/run.py

@@ -13,11 +13,12 @@ it, so a reader can audit each cap.
 
 from __future__ import annotations
 
+import copy
 import re
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from functools import lru_cache
 from importlib import resources
-from typing import TYPE_CHECKING, Any, Literal, Sequence
+from typing import TYPE_CHECKING, Any, Literal, Mapping, Sequence
 
 from capjudge.judges.anycap_parser import AnyCapVerdict, parse_anycap_reply
 from capjudge.judges.length_rule import (
@@ -148,6 +149,22 @@ class AnyCapResult:
     def ok(self) -> bool:
         return self.failure is None
 
+    @property
+    def failure_kind(self) -> str | None:
+        return self.failure
+
+    @property
+    def explanation(self) -> str | None:
+        return self.reason
+
+    def scores(self) -> dict[str, float | None]:
+        """The final score (after the length rules) and the judge's own."""
+        return {"score": self.final_score, "judge_score": self.judge_score}
+
+    def log_fields(self) -> dict[str, Any]:
+        """The sample log's `judgment` fields: every field of the result."""
+        return asdict(self)
+
     @classmethod
     def from_checks(
         cls,
@@ -275,3 +292,26 @@ def _unchecked(caption_type: object, output: str, reference: str, tolerance: int
 
 def _where(item: object) -> str:
     return f"item {item}: " if item is not None else ""
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The embedded local judge (llama.cpp) only: a tiny model cannot follow the reply format on its own, so the
+# format is forced on that server instead of loosening the parser.
+
+LOCAL_REPLY_SCHEMA: Mapping[str, Any] = {
+
+    "type": "object",
+    "properties": {
+        # llama-cpp-python's schema converter ignores minimum/maximum on integers; an enum is enforced.
+        "score": {"type": "integer", "enum": [0, 1, 2, 3, 4]},
+        "reason": {"type": "string", "minLength": 10, "maxLength": 160},
+    },
+    "required": ["score", "reason"],
+    "additionalProperties": False,
+}
+
+
+def local_reply_constraint() -> dict[str, Any]:
+    """Request params that force the reply's JSON shape on a llama.cpp server. Never for OpenAI or any other
+    backend: OpenAI rejects a `schema` inside `response_format`."""
+    return {"response_format": {"type": "json_object", "schema": copy.deepcopy(dict(LOCAL_REPLY_SCHEMA))}}

@@ -81,7 +81,7 @@ class ReplyCache:
         conn = getattr(self._local, "conn", None)
         if conn is None:
             conn = sqlite3.connect(self.path, timeout=60.0, isolation_level=None)
-            conn.execute("PRAGMA journal_mode=WAL")
+            _enable_wal(conn)
             conn.execute("PRAGMA synchronous=NORMAL")
             self._local.conn = conn
         return conn
@@ -99,3 +99,19 @@ class ReplyCache:
 
     def __len__(self) -> int:
         return self._connection().execute("SELECT COUNT(*) FROM replies").fetchone()[0]
+
+
+def _enable_wal(conn: sqlite3.Connection, patience: float = 60.0) -> None:
+    """Switch the file to WAL (persistent: done once per file). Two processes opening a new cache at the same
+    moment can both try; SQLite then answers "database is locked" at once, without waiting on the busy
+    timeout (it cannot wait inside that lock upgrade without risking a deadlock), so wait and try again."""
+    deadline = time.monotonic() + patience
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as error:
+            if "locked" not in str(error) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+

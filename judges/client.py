@@ -26,7 +26,7 @@ import time
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
-from typing import Any, Callable, Iterable, Sequence, TypeVar
+from typing import Any, Callable, Iterable, Mapping, Sequence, TypeVar
 
 import openai
 
@@ -128,7 +128,7 @@ class JudgeClient:
         if max_tries < 1:
             raise ValueError(f"max_tries must be at least 1, got {max_tries}")
         body = request.body(self.config.model)
-        unsendable = _unencodable_text(request)
+        unsendable = unsendable_problem(request)
         if unsendable is not None:
             # Not valid Unicode, so it cannot be encoded as UTF-8 for the request (or the cache key): a bad
             # item, reported as one instead of an exception that would end the run.
@@ -149,12 +149,7 @@ class JudgeClient:
             replies.append(reply)
             if not reply.cached:  # a cached reply cost nothing this time
                 usage = usage + reply.usage
-            if reply.content is None and reply.refusal:
-                # A refusal has no content for the parser; report it as what it is, with its text. Re-asked
-                # like any rejected reply (at temperature > 0 the next sample may answer).
-                parsed: Any = ParseFailure(REFUSAL, f"the judge refused: {reply.refusal[:300]}")
-            else:
-                parsed = parse(reply)
+            parsed = parse_reply(reply, parse)
             if not isinstance(parsed, ParseFailure):
                 self._account(judge_version, usage, replies)
                 return JudgeOutcome(parsed, None, tuple(replies), tuple(attempts), usage)
@@ -190,6 +185,25 @@ class JudgeClient:
                 }
                 for version, used in self._usage.items()
             }
+
+    def cached_reply(self, key: str) -> JudgeReply | None:
+        """The cached reply under a request key (`capjudge.judges.cache.request_key`), if any."""
+        return self._cache.get(key) if self._cache is not None else None
+
+    def store_reply(self, key: str, judge_version: str, reply: JudgeReply) -> None:
+        """Put a reply obtained elsewhere (a Batch API output) into the cache, as if it had been asked here."""
+        if self._cache is None:
+            raise ValueError("the reply cache is off (CAPJUDGE_NO_CACHE): batch replies would have nowhere to go")
+        self._cache.put(key, judge_version, reply)
+
+    @property
+    def has_cache(self) -> bool:
+        return self._cache is not None
+
+    @property
+    def sdk(self) -> openai.OpenAI:
+        """The openai SDK client (for the Files and Batches endpoints)."""
+        return self._sdk
 
     def redact(self, text: str) -> str:
         return redact_secret(text, self.config.api_key)
@@ -325,6 +339,22 @@ def _retry_after(response: Any) -> float | None:
     return None
 
 
+def parse_reply(reply: JudgeReply, parse: Callable[[JudgeReply], Any]) -> Any:
+    """The judge's parse of a reply, or a typed failure for a refusal: a refusal has no content for the parser,
+    so it is reported as what it is, with its text, and re-asked like any rejected reply (at temperature > 0
+    the next sample may answer)."""
+    if reply.content is None and reply.refusal:
+        return ParseFailure(REFUSAL, f"the judge refused: {reply.refusal[:300]}")
+    return parse(reply)
+
+
+def reply_from_completion_dict(body: Mapping[str, Any]) -> JudgeReply:
+    """A chat.completion as JSON (a Batch API output line's body) -> JudgeReply, through the SDK's own type."""
+    from openai.types.chat import ChatCompletion
+
+    return _reply_from_completion(ChatCompletion.model_validate(dict(body)))
+
+
 def _reply_from_completion(completion: Any) -> JudgeReply:
     choices = getattr(completion, "choices", None)
     if not choices:
@@ -374,7 +404,7 @@ def _text_field(name: str, value: Any) -> str | None:
     return _SURROGATE.sub("\ufffd", value)
 
 
-def _unencodable_text(request: ChatRequest) -> str | None:
+def unsendable_problem(request: ChatRequest) -> str | None:
     """Why the request's text cannot be sent (an unpaired surrogate, e.g. from a broken JSON file), or None."""
     for position, part in enumerate(request.parts):
         if isinstance(part, str):

@@ -253,3 +253,26 @@ class GVEvalJudge:
             return outcome.value
         last = outcome.last_reply
         return GVEvalResult.unjudged(outcome.failure, self.scoring, raw_reply=last.content if last else None)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The embedded local judge (llama.cpp) only: a tiny model cannot follow the reply format on its own, so the
+# format is forced on that server (a GBNF grammar) instead of loosening the parser.
+
+# Prose, then the four statements the G-VEval prompt asks for. The prose is printable ASCII (at most one token
+# per character) and bounded, so the statements always fit in a short max_tokens budget (~200).
+LOCAL_REPLY_GRAMMAR = r"""
+root      ::= reason "\n" accuracy "\n" complete "\n" concise "\n" relevance
+reason    ::= [A-Za-z] [ -~]{19,139}
+accuracy  ::= "The Accuracy score is α" score "α."
+complete  ::= "The Completeness score is β" score "β."
+concise   ::= "The Conciseness score is ψ" score "ψ."
+relevance ::= "The Relevance score is δ" score "δ."
+score     ::= "100" | [1-9] [0-9]? | "0"
+""".strip()
+
+
+def local_reply_constraint() -> dict[str, Any]:
+    """Request params that force the four statements on a llama.cpp server. `extra_body` is the openai SDK's
+    way to send a field it does not model (`grammar`); never sent to OpenAI or any other backend."""
+    return {"extra_body": {"grammar": LOCAL_REPLY_GRAMMAR}}

@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Literal, Mapping, Sequence
+from typing import Any, Callable, Iterable, Literal, Mapping, Sequence
 
 from capjudge.judges.types import JudgeReply, ParseFailure, TokenLogprob, Usage
 
@@ -34,6 +34,9 @@ DIMENSIONS: tuple[tuple[str, str], ...] = (
     ("relevance", "δ"),
 )
 DIMENSION_NAMES = tuple(name for name, _ in DIMENSIONS)
+# Every score a G-VEval result has: the four dimensions, then their mean (the task's metric names, the CLI's
+# output keys and MSVD-Eval's human-score columns, in this order).
+SCORE_NAMES: tuple[str, ...] = (*DIMENSION_NAMES, "mean")
 
 MISSING = "missing"
 OUT_OF_RANGE = "out_of_range"
@@ -115,19 +118,31 @@ class GVEvalResult:
     def failure_kind(self) -> str | None:
         return self.failure.kind if self.failure is not None else None
 
+    @property
+    def failure_detail(self) -> str:
+        return self.failure.detail if self.failure is not None else ""
+
+    @property
+    def explanation(self) -> str | None:
+        return self.reasoning or None
+
+    def log_fields(self) -> dict[str, Any]:
+        """The sample log's `judgment` fields: scores, how they were read, the failure."""
+        return {
+            "scores": self.scores(),
+            "scoring": self.scoring,
+            "fallback_reason": self.fallback_reason,
+            "failure": self.failure_kind,
+            "failure_detail": self.failure.detail if self.failure is not None else None,
+        }
+
     @classmethod
     def unjudged(cls, failure: ParseFailure, scoring: Scoring, raw_reply: str | None = None) -> "GVEvalResult":
         return cls(None, None, None, None, None, scoring, raw_reply=raw_reply, failure=failure)
 
     def scores(self) -> dict[str, float | None]:
         """The four dimension scores and their mean, keyed like the CLI output."""
-        return {
-            "accuracy": self.accuracy,
-            "completeness": self.completeness,
-            "conciseness": self.conciseness,
-            "relevance": self.relevance,
-            "mean": self.mean,
-        }
+        return {name: getattr(self, name) for name in SCORE_NAMES}
 
 
 def parse_statements(text: str | None) -> dict[str, ScoreStatement] | ParseFailure:

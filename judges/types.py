@@ -10,7 +10,7 @@ from __future__ import annotations
 import base64
 import io
 from dataclasses import dataclass, field
-from typing import Any, Generic, Literal, Mapping, TypeVar
+from typing import Any, Generic, Literal, Mapping, Protocol, TypeVar, runtime_checkable
 
 T = TypeVar("T")
 
@@ -156,3 +156,31 @@ class JudgeOutcome(Generic[T]):
     @property
     def last_reply(self) -> JudgeReply | None:
         return self.replies[-1] if self.replies else None
+
+
+@runtime_checkable
+class JudgeResult(Protocol):
+    """What every judge's typed result offers, whatever else it carries (G-VEval's four dimensions, AnyCap's
+    length-rule decision): the contract the task path, the sample log and the reports rely on.
+
+    A result is either judged (`ok`, scores set) or unjudged with a failure kind and detail — never a score
+    standing in for a failure."""
+
+    @property
+    def ok(self) -> bool: ...
+
+    @property
+    def failure_kind(self) -> str | None: ...
+
+    @property
+    def failure_detail(self) -> str: ...
+
+    @property
+    def explanation(self) -> str | None:
+        """The judge's own words on why (G-VEval's reasoning, AnyCap's reason)."""
+
+    def scores(self) -> Mapping[str, float | None]:
+        """The result's scores by name; None for each when unjudged."""
+
+    def log_fields(self) -> dict[str, Any]:
+        """The fields the sample log's `judgment` record carries for this judge (JSON-serialisable)."""

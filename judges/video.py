@@ -1,9 +1,10 @@
-"""Pick evenly spaced frames from a video by seeking, for judges that look at a few stills.
+"""Pick evenly spaced frames from a video, decoding no more than needed, for judges that look at a few stills.
 
 Both judges sample the way their published code does: frame indices `int(linspace(0, n_frames - 1, points))`
-(G-VEval takes 4 points and keeps the first three, AnyCapEval takes 8). Only the frames at those indices are
-decoded: for each one we seek to the nearest keyframe before its timestamp and decode forward to it, so a
-long video costs a few GOPs, not the whole file, and at most the selected frames are held in memory.
+(G-VEval takes 4 points and keeps the first three, AnyCapEval takes 8). Only the frames up to those indices are
+decoded: for each one we either keep decoding forward from the previous one or seek to the keyframe before it,
+whichever is cheaper (see `_SEEK_COST_FRAMES`), so a short clip is one forward pass and a long video costs a
+few GOPs, not the whole file; at most the selected frames are held in memory.
 
 Index -> time uses the stream's average frame rate, as OpenCV's `CAP_PROP_POS_FRAMES` (used by the
 published G-VEval code) does; for variable-frame-rate video both are approximate in the same way.
@@ -35,6 +36,22 @@ FrameSource = Union[PathLike, "Image.Image"]
 # duration*rate rounding); a larger gap means frames we were told exist cannot be decoded.
 _SHORTFALL_TOLERANCE_FRAMES = 2
 _SHORTFALL_TOLERANCE_FRACTION = 0.02
+
+# Forward or seek, per sampled frame (the planner in `_decode_at`). From the frame decoded last, `position`,
+# decoding on to the next target costs `target - position` frames; seeking costs `target - keyframe` frames
+# (the keyframe at or before the target; half a keyframe interval on average) plus the seek itself: demuxer
+# jump, decoder flush and the frames the codec holds back for reordering, about _SEEK_COST_FRAMES frames of
+# decoding. We seek when that is cheaper, i.e. when a keyframe lies more than _SEEK_COST_FRAMES frames after
+# `position`. Keyframe positions come from a demux-only scan of the file's start up to its second keyframe
+# (packets read, none decoded: 0.4 ms for 120 packets of 720p) and from the keyframes met while decoding.
+# So targets closer together than the keyframes cost one forward pass (a clip shorter than its keyframe
+# interval, 250 frames by x264's default, is always decoded sequentially), and a long video gets a seek per
+# target. Measured on the benchmark's 720p H.264 (2 cores): a frame decodes in 0.59 ms; a seek plus its first
+# frame takes 1.5 ms and a seek plus 60 frames 37 ms, so a seek costs 0.9-1.8 ms = 1.5-3 frames. With 3,
+# capjudge is within 1.1x of the better of decoding every frame and seeking to every target on 3 s, 10 s
+# and 120 s clips (results/benchmarks.md, "Frames"). Real footage decodes slower per frame than those flat
+# colours, which makes a seek relatively cheaper: 3 errs towards decoding forward.
+_SEEK_COST_FRAMES = 3
 
 
 # Decoding and encoding frames is CPU-bound and holds full-size frames in memory. More items at once than
@@ -234,10 +251,9 @@ def _decode_at(path: PathLike, container, stream, info: VideoInfo, targets: list
     """Decode exactly the frames at `targets` (sorted, unique). Returns {index: RGB image}.
 
     Between two targets the decoder either keeps going forward or seeks to the keyframe before the next
-    target, whichever decodes fewer frames: it seeks only when a keyframe is expected after the current
-    position (predicted from the keyframe interval seen so far; before two keyframes are seen, when the gap is
-    over a second of frames). Seeking for every target would re-decode whole GOPs when targets are closer
-    together than the keyframe interval.
+    target, whichever decodes fewer frames counting a seek as `_SEEK_COST_FRAMES` (see there). Seeking for
+    every target would re-decode whole GOPs when targets are closer together than the keyframe interval;
+    never seeking decodes the whole file for a long video.
     """
     import av
 
@@ -247,9 +263,10 @@ def _decode_at(path: PathLike, container, stream, info: VideoInfo, targets: list
         return _decode_sequentially(path, stream, container, info, targets, stats, reopen=False)
     start_pts = stream.start_time or 0
     found: dict[int, "Image.Image"] = {}
-    run = _ForwardRun()
+    run = _ForwardRun(info.fps)
+    run.scan_keyframes(container, stream, start_pts, targets[-1])
     for target in targets:
-        if run.frames is None or run.keyframe_expected_between(run.position, target, info.fps):
+        if run.frames is None or run.seek_is_cheaper(target):
             target_pts = start_pts + math.floor(Fraction(target) / Fraction(rate) / Fraction(time_base))
             try:
                 container.seek(target_pts, stream=stream, backward=True, any_frame=False)
@@ -266,26 +283,80 @@ def _decode_at(path: PathLike, container, stream, info: VideoInfo, targets: list
 
 
 class _ForwardRun:
-    """The decoder's current forward run: its frame iterator, the last index decoded, keyframes seen."""
+    """The decoder's current forward run (its frame iterator, the last index decoded) and what is known of the
+    keyframes: those seen, the largest spacing seen between two consecutive ones, and the index up to which
+    every keyframe is known (from the scan of the file's start)."""
 
-    def __init__(self) -> None:
+    def __init__(self, fps: float | None) -> None:
         self.frames = None
         self.position = -1
+        self.fps = fps
         self.keyframes: set[int] = set()
+        self.interval: int | None = None
+        self.known_through = -1
+        self._run_keyframe: int | None = None  # the last keyframe decoded in this run, to measure spacing
 
     def restart(self, frames) -> None:
         self.frames = frames
         self.position = -1
+        self._run_keyframe = None
 
-    def keyframe_expected_between(self, position: int, target: int, fps: float) -> bool:
-        seen = sorted(self.keyframes)
-        gaps = [b - a for a, b in zip(seen, seen[1:])]
-        if not gaps:
-            return target - position > max(1.0, fps)
-        interval = max(gaps)
-        last = seen[-1]
-        predicted = last + ((target - last) // interval) * interval if target >= last else last
-        return predicted > position
+    def saw_keyframe(self, index: int) -> None:
+        self.keyframes.add(index)
+        if self._run_keyframe is not None and index > self._run_keyframe:
+            self._note_interval(index - self._run_keyframe)
+        self._run_keyframe = index
+
+    def _note_interval(self, gap: int) -> None:
+        self.interval = gap if self.interval is None else max(self.interval, gap)
+
+    def scan_keyframes(self, container, stream, start_pts: int, last_target: int) -> None:
+        """Read packets (decoding none) from the current position, the file's start, until the second keyframe
+        or past `last_target`. Leaves the container wherever it stopped: the first target seeks. Gives up
+        quietly on packets without timestamps or on errors: decoding will meet and report those."""
+        import av
+
+        if not self.fps:
+            return
+        previous = None
+        try:
+            for packet in container.demux(stream):
+                if packet.size == 0:
+                    continue
+                if packet.pts is None:
+                    return
+                index = round(float((packet.pts - start_pts) * stream.time_base) * self.fps)
+                # Keyframes come in display order (only non-reference frames are reordered), so every keyframe
+                # at or before the furthest index read so far has been seen.
+                if packet.is_keyframe:
+                    self.keyframes.add(index)
+                    if previous is not None and index > previous:
+                        self._note_interval(index - previous)
+                    previous = index
+                self.known_through = max(self.known_through, index)
+                if self.interval is not None or self.known_through > last_target:
+                    return
+            self.known_through = max(self.known_through, last_target)  # end of stream: no keyframe further on
+        except av.error.FFmpegError:
+            return
+
+    def keyframe_before(self, target: int) -> int | None:
+        """Where a seek to `target` is expected to land: exact within the scanned start, else the last keyframe
+        seen before it stepped on by the keyframe interval (one second of frames while no interval is known)."""
+        seen = [keyframe for keyframe in self.keyframes if keyframe <= target]
+        if not seen:
+            return None
+        last = max(seen)
+        if target <= self.known_through:
+            return last
+        interval = self.interval or max(1, round(self.fps or 1))
+        return last + (target - last) // interval * interval
+
+    def seek_is_cheaper(self, target: int) -> bool:
+        keyframe = self.keyframe_before(target)
+        if keyframe is None:
+            return False
+        return _SEEK_COST_FRAMES + (target - keyframe) < target - self.position
 
 
 def _frame_index(frame, start_pts: int, time_base, fps: float) -> int | None:
@@ -310,7 +381,7 @@ def _decode_forward_to(path, run: _ForwardRun, stream, info: VideoInfo, target: 
             if last_image_frame is None and run.position < 0 and index > target:
                 return None
             if frame.key_frame:
-                run.keyframes.add(index)
+                run.saw_keyframe(index)
             run.position = index
             if index >= target:
                 return frame.to_image()

@@ -86,45 +86,6 @@ def kendall_b_ci_high(items: Sequence[Mapping[str, Any]]) -> float:
     return _ci_high(items, "kendall_b")
 
 
-def kendall_c(items: Sequence[Mapping[str, Any]]) -> float:
-    return _value(items, "kendall_c")
-
-
-def kendall_c_ci_low(items: Sequence[Mapping[str, Any]]) -> float:
-    return _ci_low(items, "kendall_c")
-
-
-def kendall_c_ci_high(items: Sequence[Mapping[str, Any]]) -> float:
-    return _ci_high(items, "kendall_c")
-
-
-def pearson(items: Sequence[Mapping[str, Any]]) -> float:
-    return _value(items, "pearson")
-
-
-def pearson_ci_low(items: Sequence[Mapping[str, Any]]) -> float:
-    return _ci_low(items, "pearson")
-
-
-def pearson_ci_high(items: Sequence[Mapping[str, Any]]) -> float:
-    return _ci_high(items, "pearson")
-
-
-def spearman(items: Sequence[Mapping[str, Any]]) -> float:
-    return _value(items, "spearman")
-
-
-def spearman_ci_low(items: Sequence[Mapping[str, Any]]) -> float:
-    return _ci_low(items, "spearman")
-
-
-def spearman_ci_high(items: Sequence[Mapping[str, Any]]) -> float:
-    return _ci_high(items, "spearman")
-
-
-__all__ = [
-    "kendall_b", "kendall_b_ci_low", "kendall_b_ci_high",
-    "kendall_c", "kendall_c_ci_low", "kendall_c_ci_high",
-    "pearson", "pearson_ci_low", "pearson_ci_high",
-    "spearman", "spearman_ci_low", "spearman_ci_high",
-]
+# Only Kendall's tau-b has wrappers: it is the coefficient the task YAMLs report (G-VEval's headline figure).
+# tau-c, Pearson and Spearman, with their CIs, come from `capjudge correlate` over a run's samples.
+__all__ = ["kendall_b", "kendall_b_ci_low", "kendall_b_ci_high"]

@@ -33,12 +33,8 @@ def register(groups: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from capjudge.metrics.leaderboard import (
-        LeaderboardError,
-        LeaderboardSettings,
-        build_leaderboard,
-        read_runs,
-    )
+    from capjudge.metrics.leaderboard import LeaderboardSettings, build_leaderboard
+    from capjudge.metrics.runs import LeaderboardError, read_runs
     from capjudge.metrics.leaderboard_render import write_leaderboard
 
     try:

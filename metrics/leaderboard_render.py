@@ -16,13 +16,8 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from capjudge.metrics.leaderboard import (
-    Comparison,
-    Estimate,
-    Leaderboard,
-    LeaderboardRow,
-    MetricColumn,
-)
+from capjudge.metrics.leaderboard import Leaderboard, LeaderboardRow, MetricColumn
+from capjudge.metrics.leaderboard_stats import Comparison, Estimate
 
 WORSE_MARK = "▼"
 

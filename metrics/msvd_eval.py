@@ -16,10 +16,13 @@ from typing import Any
 
 import numpy as np
 from capjudge.metrics.jsonl import read_json
+from capjudge.judges.gveval_parser import SCORE_NAMES
 
 # Order of the columns in each annotator's list, as published. The G-VEval code correlates baselines with
 # column 4 (the mean of the four ACCR dimensions).
-DIMENSIONS: tuple[str, ...] = ("accuracy", "completeness", "conciseness", "relevance", "mean")
+# MSVD-Eval's human-score columns are G-VEval's ACCR dimensions in the rubric's order, then their mean: one
+# definition, the judge's (`capjudge.judges.gveval_parser.SCORE_NAMES`).
+DIMENSIONS: tuple[str, ...] = SCORE_NAMES
 MEAN_INDEX = DIMENSIONS.index("mean")
 # The published mean column is the plain mean of the four dimensions; allow for rounding in other copies.
 _MEAN_TOLERANCE = 0.01

@@ -10,24 +10,24 @@ by `AnyCapJudge` through the process-wide judge client. `AnyCapTask.process_docu
   the item's own type, None under the others (so each is the mean over that type's judged items);
 - `anycap_length_capped`: 1 when a length rule lowered the judge's score, 0 when not, None when unjudged;
 - `anycap_failed`: 1 when the item has no valid judgment; `anycap_output_words`: the caption's word count;
-- `item_id`, `judgment` and `judge` (logged with --log_samples, not aggregated): the item's id (lmms-eval
-  drops the document), judge and final scores, the rule that capped, both word counts, the raw reply, the
-  failure kind, the cache hit, the judge and its settings.
+- `judged`: the item's logged record (`capjudge.tasks.judged_task`), aggregated as the number of judged
+  items: the item's id, the judge and its settings, and the judgment (judge and final scores, the rule that
+  capped, both word counts, the raw reply, the failure kind, the cache hit).
 
 Judge settings come from the task YAML's `metadata` (tolerance, instruction_rule, max_tries) and can be
-overridden per run by CAPJUDGE_ANYCAP_TOLERANCE and CAPJUDGE_ANYCAP_INSTRUCTION_RULE, read when an item is
-judged. CAPJUDGE_CONSTRAINED_OUTPUT=1 adds the local llama.cpp server's JSON schema to every request.
+overridden per run by CAPJUDGE_ANYCAP_TOLERANCE and CAPJUDGE_ANYCAP_INSTRUCTION_RULE, read once per run. CAPJUDGE_CONSTRAINED_OUTPUT=1 adds the local llama.cpp server's JSON schema to every request.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
 from capjudge.judges.anycap import (
+    local_reply_constraint,
     DEFAULT_MAX_TOKENS,
     DEFAULT_TEMPERATURE,
     JUDGE_VERSION,
@@ -36,7 +36,6 @@ from capjudge.judges.anycap import (
     AnyCapJudge,
     AnyCapResult,
 )
-from capjudge.judges.config import JudgeConfig
 from capjudge.judges.length_rule import (
     CAPTION_TYPES,
     DEFAULT_TOLERANCE_PERCENT,
@@ -45,24 +44,21 @@ from capjudge.judges.length_rule import (
     normalise_caption_type,
     parse_tolerance,
 )
+from capjudge.judges.types import ParseFailure
 from capjudge.tasks.harness import (
     DatasetError,
     ItemFormat,
-    ObservedClient,
     constrained_output_enabled,
-    constrained_request_params,
     count,
     doc_to_video,
     mean_of_judged,
-    missing_video_problem,
     parse_bool,
     parse_positive_int,
     read_json_lines,
     record_id,
     setting,
-    video_path,
 )
-from capjudge.tasks.sourced_task import JudgedTask
+from capjudge.tasks.judged_task import VIDEO_MISSING, JudgedTask, JudgeSettings, count_judged
 
 __all__ = [
     "ANYCAP_FORMAT",
@@ -72,6 +68,7 @@ __all__ = [
     "AnyCapSettings",
     "AnyCapTask",
     "count",
+    "count_judged",
     "doc_to_video",
     "item_metrics",
     "judge_item",
@@ -85,7 +82,6 @@ log = logging.getLogger(__name__)
 
 JUDGE_NAME = "anycap"
 METRIC_PREFIX = "anycap"
-VIDEO_MISSING = "video_missing"
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -115,7 +111,7 @@ def parse_anycap_record(record: Mapping[str, Any], position: int) -> dict[str, A
 
 def parse_demo_record(record: Mapping[str, Any], position: int) -> dict[str, Any]:
     """One row of the packaged demo split (`tasks/demo/anycap_demo.jsonl`, written by
-    `capjudge.tasks.demo_data`): id, video, instruction, reference, caption_type, already flat. Its length
+    `tests/demo_data.py`): id, video, instruction, reference, caption_type, already flat. Its length
     instruction is part of the instruction text."""
     item_id = _item_id(record, position)
     return task_row(
@@ -171,11 +167,18 @@ DEMO_FORMAT = ItemFormat("AnyCap demo split", read_anycap_file, parse_demo_recor
 
 
 @dataclass(frozen=True)
-class AnyCapSettings:
+class AnyCapSettings(JudgeSettings):
     tolerance: int
     instruction_rule: bool
     max_tries: int
     constrained_output: bool
+
+    judge_name: ClassVar[str] = JUDGE_NAME
+    judge_version: ClassVar[str] = JUDGE_VERSION
+    published_model: ClassVar[str] = PUBLISHED_MODEL
+    # The style judge always needs the clip's frames and reads the written JSON score only.
+    needs_video: ClassVar[bool] = True
+    needs_logprobs: ClassVar[bool] = False
 
     @classmethod
     def resolve(cls, metadata: Mapping[str, Any], env: Mapping[str, str] | None = None) -> AnyCapSettings:
@@ -192,101 +195,59 @@ class AnyCapSettings:
             constrained_output=constrained_output_enabled(env),
         )
 
-    # The style judge always needs the clip's frames and reads the written JSON score only.
-    needs_video: ClassVar[bool] = True
-    needs_logprobs: ClassVar[bool] = False
+    def local_reply_constraint(self) -> dict[str, Any]:
+        return local_reply_constraint()
 
-    def extra_request_params(self) -> dict[str, Any]:
-        return constrained_request_params(JUDGE_NAME) if self.constrained_output else {}
-
-    def identity(self, config: JudgeConfig) -> dict[str, Any]:
-        """The sample log's `judge` record: which judge, which model, which settings."""
+    def logged_settings(self) -> dict[str, Any]:
         return {
-            "name": JUDGE_NAME,
-            "model": config.model or PUBLISHED_MODEL,
-            "endpoint": config.endpoint_label,
-            "judge_version": JUDGE_VERSION,
-            "settings": {
-                "tolerance": self.tolerance,
-                "instruction_rule": self.instruction_rule,
-                "max_tries": self.max_tries,
-                "sampling": {"temperature": DEFAULT_TEMPERATURE, "max_tokens": DEFAULT_MAX_TOKENS},
-                "constrained_output": self.constrained_output,
-            },
+            "tolerance": self.tolerance,
+            "instruction_rule": self.instruction_rule,
+            "max_tries": self.max_tries,
+            "sampling": {"temperature": DEFAULT_TEMPERATURE, "max_tokens": DEFAULT_MAX_TOKENS},
+            "constrained_output": self.constrained_output,
         }
 
 
 # ----------------------------------------------------------------------------------------------------------
-# One item
+# The lmms-eval task
 
 
-@dataclass(frozen=True)
-class ItemJudgment:
-    """One caption's AnyCap judgment as the sample log records it."""
+class AnyCapTask(JudgedTask):
+    """`class: !function utils.AnyCapTask` in tasks/anycap_style/*.yaml."""
 
-    item_id: str
-    caption: str
-    video: str | None
-    result: AnyCapResult
-    raw_reply: str | None
-    cache_hit: bool
-    requests: int
+    settings_type = AnyCapSettings
 
-    def record(self) -> dict[str, Any]:
-        return {
-            "caption": self.caption,
-            "video": self.video,
-            **asdict(self.result),
-            "raw_reply": self.raw_reply,
-            "cache_hit": self.cache_hit,
-            "requests": self.requests,
-        }
+    @classmethod
+    def run_judge(cls, doc: Mapping[str, Any], caption: str, settings: AnyCapSettings, client: Any, video: Any) -> AnyCapResult:
+        judge = AnyCapJudge(client, tolerance=settings.tolerance, instruction_rule=settings.instruction_rule, max_tries=settings.max_tries)
+        return judge.judge(
+            doc["caption_type"],
+            caption,
+            doc["reference"],
+            video=video,
+            # The restriction sentence states the rule alone; the whole instruction is the fallback.
+            instruction=doc.get("length_restriction") or doc.get("instruction"),
+            item=str(doc["id"]),
+        )
 
+    @classmethod
+    def unjudged(cls, doc: Mapping[str, Any], caption: str, settings: AnyCapSettings, failure: ParseFailure) -> AnyCapResult:
+        """Unjudged, with the word counts and the length check still recorded."""
+        tolerance = check_length_tolerance(doc["caption_type"], caption, doc["reference"], settings.tolerance, item=str(doc["id"]))
+        return AnyCapResult.from_checks(None, tolerance, None, failure=failure.kind, failure_detail=failure.detail)
 
-def judge_item(doc: Mapping[str, Any], caption: str, settings: AnyCapSettings, client: Any) -> ItemJudgment:
-    """Judge one caption. Never raises for a bad item: a missing video or a failed judgment is an unjudged
-    result with its failure kind (the word counts and the length check are still recorded)."""
-    item_id = str(doc["id"])
-    video = video_path(doc)
-    shown_video = str(video) if video else None
-    problem = missing_video_problem(doc)
-    if problem is not None:
-        log.error("AnyCap %s -> item unjudged (%s)", problem, VIDEO_MISSING)
-        tolerance = check_length_tolerance(doc["caption_type"], caption, doc["reference"], settings.tolerance, item=item_id)
-        result = AnyCapResult.from_checks(None, tolerance, None, failure=VIDEO_MISSING, failure_detail=problem)
-        return ItemJudgment(item_id, caption, shown_video, result, raw_reply=None, cache_hit=False, requests=0)
-    observed = ObservedClient(client, extra_params=settings.extra_request_params())
-    judge = AnyCapJudge(observed, tolerance=settings.tolerance, instruction_rule=settings.instruction_rule, max_tries=settings.max_tries)
-    result = judge.judge(
-        doc["caption_type"],
-        caption,
-        doc["reference"],
-        video=video,
-        # The restriction sentence states the rule alone; the whole instruction is the fallback.
-        instruction=doc.get("length_restriction") or doc.get("instruction"),
-        item=item_id,
-    )
-    if not result.ok:
-        log.warning("AnyCap item %s unjudged: %s: %s", item_id, result.failure, result.failure_detail[:300])
-    return ItemJudgment(item_id, caption, shown_video, result, observed.raw_reply, observed.cache_hit, observed.requests_made)
-
-
-def item_metrics(doc: Mapping[str, Any], judgment: ItemJudgment, identity: Mapping[str, Any]) -> dict[str, Any]:
-    """The per-item values lmms-eval aggregates, plus the `judgment` and `judge` records it logs."""
-    result = judgment.result
-    final = result.final_score if result.ok else None
-    # lmms-eval drops the document from the sample log; the leaderboard matches items across runs by item_id.
-    metrics: dict[str, Any] = {"item_id": judgment.item_id, f"{METRIC_PREFIX}_score": final}
-    metrics[f"{METRIC_PREFIX}_avg_of_types"] = None if final is None else {"caption_type": result.caption_type, "score": final}
-    for caption_type in CAPTION_TYPES:
-        metrics[f"{METRIC_PREFIX}_{caption_type}"] = final if caption_type == result.caption_type else None
-    metrics[f"{METRIC_PREFIX}_length_capped"] = None if final is None else int(result.capped_by is not None)
-    metrics[f"{METRIC_PREFIX}_failed"] = int(not result.ok)
-    # Judged items only, as every mean here (the count of an unjudged item stays in its `judgment` record).
-    metrics[f"{METRIC_PREFIX}_output_words"] = result.output_words if final is not None else None
-    metrics["judgment"] = judgment.record()
-    metrics["judge"] = dict(identity)
-    return metrics
+    @classmethod
+    def metric_values(cls, doc: Mapping[str, Any], result: AnyCapResult) -> dict[str, Any]:
+        final = result.final_score if result.ok else None
+        metrics: dict[str, Any] = {f"{METRIC_PREFIX}_score": final}
+        metrics[f"{METRIC_PREFIX}_avg_of_types"] = None if final is None else {"caption_type": result.caption_type, "score": final}
+        for caption_type in CAPTION_TYPES:
+            metrics[f"{METRIC_PREFIX}_{caption_type}"] = final if caption_type == result.caption_type else None
+        metrics[f"{METRIC_PREFIX}_length_capped"] = None if final is None else int(result.capped_by is not None)
+        metrics[f"{METRIC_PREFIX}_failed"] = int(not result.ok)
+        # Judged items only, as every mean here (the count of an unjudged item stays in its `judgment` record).
+        metrics[f"{METRIC_PREFIX}_output_words"] = result.output_words if final is not None else None
+        return metrics
 
 
 def mean_of_type_means(items: list[Mapping[str, Any] | None]) -> float:
@@ -299,13 +260,5 @@ def mean_of_type_means(items: list[Mapping[str, Any] | None]) -> float:
     return mean_of_judged([sum(scores) / len(scores) for scores in by_type.values()] if by_type else [None] * len(items))
 
 
-# ----------------------------------------------------------------------------------------------------------
-# The lmms-eval task
-
-
-class AnyCapTask(JudgedTask):
-    """`class: !function utils.AnyCapTask` in tasks/anycap_style/*.yaml."""
-
-    settings_type = AnyCapSettings
-    judge_item = staticmethod(judge_item)
-    item_metrics = staticmethod(item_metrics)
+judge_item = AnyCapTask.judge_item
+item_metrics = AnyCapTask.item_metrics

@@ -71,7 +71,7 @@ def judge_environment(base_env: dict[str, str], out: Path, local: Any | None) ->
 
 
 def run_demo(args: argparse.Namespace) -> int:
-    from capjudge.judges.local_server import LocalServerError
+    from capjudge.judges.local_options import LocalServerError
 
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
@@ -96,7 +96,8 @@ def run_demo(args: argparse.Namespace) -> int:
 def _run_steps(args: argparse.Namespace, out: Path, steps: list[str], server_context: Any, started: float) -> int:
     from tqdm import tqdm
 
-    from capjudge.metrics.leaderboard import LeaderboardSettings, build_leaderboard, read_runs
+    from capjudge.metrics.leaderboard import LeaderboardSettings, build_leaderboard
+    from capjudge.metrics.runs import read_runs
     from capjudge.metrics.leaderboard_render import write_leaderboard
 
     with server_context as local:

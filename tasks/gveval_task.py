@@ -10,13 +10,12 @@ the process-wide judge client and returns, per item:
 - `gveval_kendall_b_<dimension>`: {"judge": score, "human": [one score per annotator]}, only for items that
   carry human scores (MSVD-Eval does, 1-5 per annotator), aggregated by
   `capjudge.metrics.harness_aggregation.kendall_b`;
-- `item_id`, `judgment` and `judge`: not metrics (no aggregation is declared for them), but lmms-eval writes
-  every key of this dict into the `--log_samples` record: the item's id (lmms-eval drops the document), the
-  raw reply, the parsed scores, the failure kind, whether the reply came from the cache, and which judge with
-  which settings. The leaderboard reads them.
+- `judged`: the item's logged record (`capjudge.tasks.judged_task`), aggregated as the number of judged
+  items: the item's id, which judge with which settings, and the judgment (the parsed scores, the raw reply,
+  the failure kind, whether the reply came from the cache). The leaderboard reads it.
 
 Judge settings come from the task YAML's `metadata` (scoring, mode, max_tries) and can be overridden per run
-by CAPJUDGE_GVEVAL_SCORING and CAPJUDGE_GVEVAL_MODE, read when an item is judged. With
+by CAPJUDGE_GVEVAL_SCORING and CAPJUDGE_GVEVAL_MODE, read once per run. With
 CAPJUDGE_CONSTRAINED_OUTPUT=1 (the demo's tiny local judge) the local server's output grammar is added to
 every request. The judge model is the client's (MODEL_VERSION / CAPJUDGE_JUDGE_MODEL), else the published one.
 """
@@ -27,10 +26,10 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
-from capjudge.judges.config import JudgeConfig
 from capjudge.judges.gveval import (
+    local_reply_constraint,
     DEFAULT_SAMPLING,
     JUDGE_VERSION,
     MODES,
@@ -45,21 +44,17 @@ from capjudge.metrics.msvd_eval import DIMENSIONS, MsvdEvalError, parse_item
 from capjudge.tasks.harness import (
     DatasetError,
     ItemFormat,
-    ObservedClient,
     constrained_output_enabled,
-    constrained_request_params,
     count,
     doc_to_video,
     mean_of_judged,
-    missing_video_problem,
     parse_choice,
     parse_positive_int,
     read_json_lines,
     record_id,
     setting,
-    video_path,
 )
-from capjudge.tasks.sourced_task import JudgedTask
+from capjudge.tasks.judged_task import VIDEO_MISSING, JudgedTask, JudgeSettings, count_judged
 
 __all__ = [
     "DIMENSIONS",
@@ -68,6 +63,7 @@ __all__ = [
     "GVEvalSettings",
     "GVEvalTask",
     "count",
+    "count_judged",
     "doc_to_video",
     "item_metrics",
     "judge_item",
@@ -84,7 +80,6 @@ log = logging.getLogger(__name__)
 
 JUDGE_NAME = "gveval"
 METRIC_PREFIX = "gveval"
-VIDEO_MISSING = "video_missing"
 SCORINGS = ("expected", "text")
 DEFAULT_MAX_TRIES = 3
 
@@ -142,7 +137,7 @@ MSVD_EVAL_FORMAT = ItemFormat("MSVD-Eval", read_msvd_eval_file, parse_msvd_recor
 
 def parse_demo_record(record: Mapping[str, Any], position: int) -> dict[str, Any]:
     """One row of the packaged demo split (`tasks/demo/gveval_demo.jsonl`, written by
-    `capjudge.tasks.demo_data`): id, video, references, already in the task's shape; no human scores."""
+    `tests/demo_data.py`): id, video, references, already in the task's shape; no human scores."""
     if not isinstance(record, Mapping):
         raise DatasetError(f"record {position + 1}: expected an object, got {type(record).__name__}")
     item_id = record_id(record, position)
@@ -163,11 +158,15 @@ DEMO_FORMAT = ItemFormat("G-VEval demo split", read_json_lines, parse_demo_recor
 
 
 @dataclass(frozen=True)
-class GVEvalSettings:
+class GVEvalSettings(JudgeSettings):
     scoring: str
     mode: str
     max_tries: int
     constrained_output: bool
+
+    judge_name: ClassVar[str] = JUDGE_NAME
+    judge_version: ClassVar[str] = JUDGE_VERSION
+    published_model: ClassVar[str] = PUBLISHED_MODEL
 
     @classmethod
     def resolve(cls, metadata: Mapping[str, Any], env: Mapping[str, str] | None = None) -> GVEvalSettings:
@@ -180,106 +179,25 @@ class GVEvalSettings:
         )
 
     @property
-    def needs_video(self) -> bool:
+    def needs_video(self) -> bool:  # type: ignore[override]
         return self.mode != "references"
 
     @property
-    def needs_logprobs(self) -> bool:
+    def needs_logprobs(self) -> bool:  # type: ignore[override]
         """Expected scoring weighs the top-5 alternatives of each score token."""
         return self.scoring == "expected"
 
-    def extra_request_params(self) -> dict[str, Any]:
-        return constrained_request_params(JUDGE_NAME) if self.constrained_output else {}
+    def local_reply_constraint(self) -> dict[str, Any]:
+        return local_reply_constraint()
 
-    def identity(self, config: JudgeConfig) -> dict[str, Any]:
-        """The sample log's `judge` record: which judge, which model, which settings."""
+    def logged_settings(self) -> dict[str, Any]:
         return {
-            "name": JUDGE_NAME,
-            "model": config.model or PUBLISHED_MODEL,
-            "endpoint": config.endpoint_label,
-            "judge_version": JUDGE_VERSION,
-            "settings": {
-                "scoring": self.scoring,
-                "mode": self.mode,
-                "max_tries": self.max_tries,
-                "sampling": dict(DEFAULT_SAMPLING),
-                "constrained_output": self.constrained_output,
-            },
+            "scoring": self.scoring,
+            "mode": self.mode,
+            "max_tries": self.max_tries,
+            "sampling": dict(DEFAULT_SAMPLING),
+            "constrained_output": self.constrained_output,
         }
-
-
-# ----------------------------------------------------------------------------------------------------------
-# One item
-
-
-@dataclass(frozen=True)
-class ItemJudgment:
-    """One caption's G-VEval judgment as the sample log records it."""
-
-    item_id: str
-    caption: str
-    video: str | None  # the video the judge was shown (None in mode "references")
-    result: GVEvalResult
-    cache_hit: bool
-    requests: int
-
-    def record(self) -> dict[str, Any]:
-        failure = self.result.failure
-        return {
-            "caption": self.caption,
-            "video": self.video,
-            "scores": self.result.scores(),
-            "scoring": self.result.scoring,
-            "fallback_reason": self.result.fallback_reason,
-            "failure": failure.kind if failure else None,
-            "failure_detail": failure.detail if failure else None,
-            "raw_reply": self.result.raw_reply,
-            "cache_hit": self.cache_hit,
-            "requests": self.requests,
-        }
-
-
-def judge_item(doc: Mapping[str, Any], caption: str, settings: GVEvalSettings, client: Any) -> ItemJudgment:
-    """Judge one caption. Never raises for a bad item: a missing video or a failed judgment is an unjudged
-    result with its failure kind."""
-    item_id = str(doc["id"])
-    video = video_path(doc) if settings.needs_video else None
-    shown_video = str(video) if video else None
-    if settings.needs_video:
-        problem = missing_video_problem(doc)
-        if problem is not None:
-            log.error("G-VEval %s -> item unjudged (%s)", problem, VIDEO_MISSING)
-            result = GVEvalResult.unjudged(ParseFailure(VIDEO_MISSING, problem), settings.scoring)  # type: ignore[arg-type]
-            return ItemJudgment(item_id, caption, shown_video, result, cache_hit=False, requests=0)
-    observed = ObservedClient(client, extra_params=settings.extra_request_params(), default_model=PUBLISHED_MODEL)
-    judge = GVEvalJudge(observed, scoring=settings.scoring, mode=settings.mode, max_tries=settings.max_tries)  # type: ignore[arg-type]
-    result = judge.judge(
-        caption,
-        video=video,
-        references=list(doc.get("references") or ()) if settings.mode != "frames" else (),
-    )
-    if result.failure is not None:
-        log.warning("G-VEval item %s unjudged: %s: %s", item_id, result.failure.kind, result.failure.detail[:300])
-    return ItemJudgment(item_id, caption, shown_video, result, observed.cache_hit, observed.requests_made)
-
-
-def item_metrics(doc: Mapping[str, Any], judgment: ItemJudgment, identity: Mapping[str, Any]) -> dict[str, Any]:
-    """The per-item values lmms-eval aggregates, plus the `judgment` and `judge` records it logs."""
-    scores = judgment.result.scores()
-    # lmms-eval drops the document from the sample log; the leaderboard matches items across runs by item_id.
-    metrics: dict[str, Any] = {"item_id": judgment.item_id}
-    metrics.update({f"{METRIC_PREFIX}_{name}": scores[name] for name in DIMENSIONS})
-    metrics[f"{METRIC_PREFIX}_failed"] = int(not judgment.result.judged)
-    human_scores = doc.get("human_scores") or []
-    if human_scores:
-        for column, name in enumerate(DIMENSIONS):
-            pair = {"judge": scores[name], "human": [annotator[column] for annotator in human_scores]}
-            # The same pair feeds the coefficient and both ends of its interval (one cached computation).
-            for suffix in ("", "_ci_low", "_ci_high"):
-                metrics[f"{METRIC_PREFIX}_kendall_b_{name}{suffix}"] = pair
-    metrics["judgment"] = judgment.record()
-    metrics["judge"] = dict(identity)
-    return metrics
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -290,5 +208,31 @@ class GVEvalTask(JudgedTask):
     """`class: !function utils.GVEvalTask` in tasks/gveval/*.yaml."""
 
     settings_type = GVEvalSettings
-    judge_item = staticmethod(judge_item)
-    item_metrics = staticmethod(item_metrics)
+
+    @classmethod
+    def run_judge(cls, doc: Mapping[str, Any], caption: str, settings: GVEvalSettings, client: Any, video: Any) -> GVEvalResult:
+        judge = GVEvalJudge(client, scoring=settings.scoring, mode=settings.mode, max_tries=settings.max_tries)  # type: ignore[arg-type]
+        references = list(doc.get("references") or ()) if settings.mode != "frames" else ()
+        return judge.judge(caption, video=video, references=references)
+
+    @classmethod
+    def unjudged(cls, doc: Mapping[str, Any], caption: str, settings: GVEvalSettings, failure: ParseFailure) -> GVEvalResult:
+        return GVEvalResult.unjudged(failure, settings.scoring)  # type: ignore[arg-type]
+
+    @classmethod
+    def metric_values(cls, doc: Mapping[str, Any], result: GVEvalResult) -> dict[str, Any]:
+        scores = result.scores()
+        metrics: dict[str, Any] = {f"{METRIC_PREFIX}_{name}": scores[name] for name in DIMENSIONS}
+        metrics[f"{METRIC_PREFIX}_failed"] = int(not result.ok)
+        human_scores = doc.get("human_scores") or []
+        if human_scores:
+            for column, name in enumerate(DIMENSIONS):
+                pair = {"judge": scores[name], "human": [annotator[column] for annotator in human_scores]}
+                # The same pair feeds the coefficient and both ends of its interval (one cached computation).
+                for suffix in ("", "_ci_low", "_ci_high"):
+                    metrics[f"{METRIC_PREFIX}_kendall_b_{name}{suffix}"] = pair
+        return metrics
+
+
+judge_item = GVEvalTask.judge_item
+item_metrics = GVEvalTask.item_metrics

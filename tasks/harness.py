@@ -276,14 +276,6 @@ def constrained_output_enabled(env: Mapping[str, str] | None = None) -> bool:
     return setting({}, "constrained_output", False, parse_bool, env_name="CAPJUDGE_CONSTRAINED_OUTPUT", env=env)
 
 
-def constrained_request_params(judge: str) -> dict[str, Any]:
-    """The local server's output constraint for `judge`. Imported only when asked for: it is not needed (and
-    must never be sent) when the judge is OpenAI, Azure or any other server."""
-    from capjudge.judges.local_server import constrained_params
-
-    return constrained_params(judge)  # type: ignore[arg-type]
-
-
 # ----------------------------------------------------------------------------------------------------------
 # Judge calls
 

@@ -57,6 +57,14 @@ def register(groups: Any) -> None:
     parser.add_argument("--task", required=True, help="the capjudge task to judge with (e.g. gveval, anycap_style)")
     parser.add_argument("--out", type=Path, required=True, help="output folder (a subfolder per model is made)")
     parser.add_argument("--include-path", type=Path, default=TASKS_DIR, help="task folders (default: capjudge's)")
+    batch = parser.add_argument_group("Batch API (OpenAI / Azure OpenAI): half the price, replies within 24 h")
+    batch.add_argument("--batch", action="store_true", help="judge through the Batch API; rerun the same command to re-attach")
+    batch.add_argument("--no-wait", action="store_true", help="submit (or check) and exit; rerun later to collect")
+    batch.add_argument("--poll-seconds", type=float, default=60.0, help="seconds between status checks (default 60)")
+    batch.add_argument("--retry-online", action="store_true",
+                       help="ask what the batch left (unparsable replies, failed lines) online instead of in another batch")
+    batch.add_argument("--batch-max-requests", type=int, default=50_000, help="requests per input file (API limit 50,000)")
+    batch.add_argument("--batch-max-bytes", type=int, default=200 * 1024 * 1024, help="bytes per input file (API limit 200 MB)")
     parser.set_defaults(func=_run)
 
 
@@ -65,13 +73,29 @@ def _run(args: argparse.Namespace) -> int:
     from capjudge.tasks.captions_file import CaptionsFileError
     from capjudge.tasks.harness import DatasetError
 
+    from capjudge.tasks.batch_stage import BatchOptions, BatchStageError
+
+    batch = None
+    if args.batch:
+        from capjudge.judges.batch import BatchLimits
+
+        batch = BatchOptions(wait=not args.no_wait, poll_seconds=args.poll_seconds, retry_online=args.retry_online,
+                             limits=BatchLimits(args.batch_max_requests, args.batch_max_bytes))
+    elif args.no_wait or args.retry_online:
+        print("capjudge judge: --no-wait and --retry-online go with --batch", file=sys.stderr)
+        return 2
     try:
         source = caption_source(args.run, args.captions, args.task, args.model_name)
-        written, failed, total = judge_stage(source, args.task, args.out, args.include_path)
-    except (JudgeStageError, ConfigError, DatasetError, CaptionsFileError) as error:
+        outcome = judge_stage(source, args.task, args.out, args.include_path, batch)
+    except (JudgeStageError, ConfigError, DatasetError, CaptionsFileError, BatchStageError) as error:
         print(f"capjudge judge: {error}", file=sys.stderr)
         return 2
-    print(f"capjudge judge: {total - failed} of {total} items judged; wrote {written}")
+    if outcome.results_path is None:
+        print(f"capjudge judge: {outcome.open_batches} batch(es) still running; run the same command again to "
+              "collect them (nothing is submitted twice)")
+        return 0
+    failed, total = outcome.failed, outcome.total
+    print(f"capjudge judge: {total - failed} of {total} items judged; wrote {outcome.results_path}")
     from capjudge.tasks.run_outcome import EXIT_STATUS, failure_rate_problem
 
     problem = failure_rate_problem(failed, total)
@@ -96,7 +120,7 @@ def caption_source(run: Path | None, captions: Path | None, task: str, model_nam
         return CaptionSource(f"captions file {captions}", "captions_file", f"path={captions},model_name={name}",
                              name, None, dict(caption_set.captions))
     from capjudge.metrics.jsonl import read_objects
-    from capjudge.metrics.leaderboard import run_display_name
+    from capjudge.metrics.runs import run_display_name
 
     assert run is not None
     results_path, samples_path = _find_samples(run, task)
@@ -119,7 +143,7 @@ def caption_source(run: Path | None, captions: Path | None, task: str, model_nam
 
 
 def _find_samples(run: Path, task: str) -> tuple[Path, Path]:
-    from capjudge.metrics.leaderboard import LeaderboardError, find_results_files
+    from capjudge.metrics.runs import LeaderboardError, find_results_files
 
     try:
         candidates = find_results_files(run)
@@ -145,14 +169,23 @@ def _find_samples(run: Path, task: str) -> tuple[Path, Path]:
 # Judging
 
 
-def judge_stage(source: CaptionSource, task_name: str, out: Path, include_path: Path) -> tuple[Path, int, int]:
-    """Judge every item of `task_name` that `source` has a caption for; write the run. Returns (results
-    file, unjudged items, items)."""
+@dataclass(frozen=True)
+class StageOutcome:
+    results_path: Path | None  # None: batches are still running (--batch --no-wait); nothing written yet
+    failed: int
+    total: int
+    open_batches: int = 0
+
+
+def judge_stage(
+    source: CaptionSource, task_name: str, out: Path, include_path: Path, batch: Any = None
+) -> StageOutcome:
+    """Judge every item of `task_name` that `source` has a caption for; write the run. With `batch`
+    (`capjudge.tasks.batch_stage.BatchOptions`) the replies come through the Batch API first."""
     from lmms_eval.tasks import TaskManager
 
-    from capjudge.judges.config import JudgeConfig
     from capjudge.tasks.prejudge import item_key
-    from capjudge.tasks.sourced_task import JudgedTask
+    from capjudge.tasks.judged_task import JudgedTask
 
     manager = TaskManager("ERROR", include_path=str(include_path), include_defaults=False)
     if task_name not in manager.all_tasks:
@@ -161,8 +194,26 @@ def judge_stage(source: CaptionSource, task_name: str, out: Path, include_path: 
     if not isinstance(task, JudgedTask):
         raise JudgeStageError(f"task {task_name!r} is not a capjudge judged task")
     paired = _pair_captions(source, list(task.eval_docs), task)
-    store = task.judge_all([(doc, caption) for _, doc, caption in paired])
-    identity = task.settings().identity(JudgeConfig.from_env())
+    items = [(doc, caption) for _, doc, caption in paired]
+    client_for = None
+    if batch is not None:
+        from capjudge.judges.batch import BatchRecorder
+        from capjudge.judges.client import shared_client
+        from capjudge.tasks.batch_stage import run_batches
+
+        folder = _run_folder(out, source) / "batch"
+        summary = run_batches(task, items, folder, batch)
+        if summary.open_batches:
+            return StageOutcome(None, 0, len(items), summary.open_batches)
+        if not batch.retry_online:  # the final pass reads the cache only: nothing is asked online
+            from capjudge.tasks.batch_stage import STATE_FILE, BatchState
+
+            given_up = BatchState(folder / STATE_FILE, json.loads((folder / STATE_FILE).read_text(encoding="utf-8"))).given_up() \
+                if (folder / STATE_FILE).is_file() else {}
+            client = shared_client(task._resolve().config)
+            client_for = lambda doc: BatchRecorder(client, None, str(doc["id"]), given_up)  # noqa: E731
+    store = task.judge_all(items, client_for=client_for)
+    identity = task.identity()
     lines = []
     per_metric: dict[str, list[Any]] = {name: [] for name in task.aggregation()}
     failed = 0
@@ -177,7 +228,7 @@ def judge_stage(source: CaptionSource, task_name: str, out: Path, include_path: 
     aggregated = {f"{name},none": aggregate(values) for name, aggregate in task.aggregation().items()
                   for values in [per_metric[name]]}
     written = _write_run(out, source, task, task_name, aggregated, lines)
-    return written, failed, len(lines)
+    return StageOutcome(written, failed, len(lines))
 
 
 def _pair_captions(
@@ -221,9 +272,13 @@ def _pair_captions(
     return [(doc_id, doc, source.by_item_id[item_id]) for item_id, (doc_id, doc) in known.items()]
 
 
+def _run_folder(out: Path, source: CaptionSource) -> Path:
+    return Path(out) / source.model_name.replace("/", "__")
+
+
 def _write_run(out: Path, source: CaptionSource, task: Any, task_name: str, aggregated: Mapping[str, Any],
                lines: Sequence[Mapping[str, Any]]) -> Path:
-    folder = Path(out) / source.model_name.replace("/", "__")
+    folder = _run_folder(out, source)
     folder.mkdir(parents=True, exist_ok=True)
     date_id = time.strftime("%Y%m%d_%H%M%S")
     results = {

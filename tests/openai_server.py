@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable
 
+from batch_service import BatchService
+
 
 @dataclass(frozen=True)
 class Reply:
@@ -151,6 +153,8 @@ class OpenAITestServer:
         self._httpd = _Server((host, 0), self._handler_class())
         self._httpd.daemon_threads = True
         self._thread: threading.Thread | None = None
+        # The Files and Batches endpoints; each batch line is answered by the same responder (tests/batch_service.py).
+        self.batch = BatchService(self._answer_batch_line)
 
     # -- control ---------------------------------------------------------------------------------
     @property
@@ -170,6 +174,7 @@ class OpenAITestServer:
             self.responder = responder
             self.latency = 0.0
             self.max_in_flight = self.in_flight
+        self.batch.reset()
         return self
 
     def script(self, *answers: Answer) -> None:
@@ -204,6 +209,13 @@ class OpenAITestServer:
                 return self.scripted.popleft()
         return self.responder(body)
 
+    def _answer_batch_line(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        answer = self._next_answer(body)
+        if isinstance(answer, Fault):
+            status = int(answer.kind) if answer.kind.isdigit() else 500
+            return status, {"error": {"message": f"injected {answer.kind}", "type": "server_error"}}
+        return 200, self._completion(body, answer, self.logprobs_supported)
+
     def _handler_class(self) -> type[BaseHTTPRequestHandler]:
         server = self
 
@@ -217,10 +229,18 @@ class OpenAITestServer:
                 pass
 
             def do_GET(self) -> None:
+                if server.batch.handles(self.path):
+                    status, payload = server.batch.get(self.path)
+                    if isinstance(payload, bytes):
+                        self._raw(status, payload, content_type="application/octet-stream")
+                    else:
+                        self._send_json(status, payload)
+                    return
                 if self.path == "/_stats":  # for tests and benchmarks that run the server in another process
                     with server._lock:
                         stats = {"requests": len(server.log), "max_in_flight": server.max_in_flight,
-                                 "preflights": len(server.preflights)}
+                                 "preflights": len(server.preflights), "batches_created": server.batch.created,
+                                 "batch_lines_answered": server.batch.lines_answered}
                     self._send_json(200, stats)
                 elif self.path.rstrip("/").endswith("/models"):
                     self._send_json(200, {"object": "list", "data": [{"id": "test-judge", "object": "model"}]})
@@ -230,6 +250,10 @@ class OpenAITestServer:
             def do_POST(self) -> None:
                 length = int(self.headers.get("content-length", 0))
                 raw = self.rfile.read(length)
+                if server.batch.handles(self.path):
+                    status, payload = server.batch.post(self.path, {k.lower(): v for k, v in self.headers.items()}, raw)
+                    self._send_json(status, payload)
+                    return
                 try:
                     body = json.loads(raw)
                 except json.JSONDecodeError:

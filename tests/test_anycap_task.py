@@ -105,16 +105,16 @@ def test_unjudged_samples_name_item_and_path_and_keep_the_length_check(shared_ru
              if str(row["id"]) in unjudged_ids]
     assert len(pairs) == len(shared_run.unjudged)
     for sample, row in pairs:
-        judgment = sample["judgment"]
+        judgment = sample["judged"]["judgment"]
         path = shared_run.no_videos / row["video"]
         problem = f"item {row['id']}: video file not found: {path}"
-        assert sample["item_id"] == str(row["id"]) and judgment["failure"] == "video_missing"
+        assert sample["judged"]["item_id"] == str(row["id"]) and judgment["failure"] == "video_missing"
         assert judgment["failure_detail"] == problem and problem in stderr
         assert judgment["judge_score"] is None and judgment["final_score"] is None and judgment["raw_reply"] is None
         assert judgment["output_words"] == RESPONSE_WORDS
         assert judgment["reference_words"] == len(row["conversations"][1]["value"].split())
         assert sample["anycap_score"] is None and sample["anycap_failed"] == 1
-        assert sample["judge"]["model"] == TEST_JUDGE_MODEL and sample["judge"]["settings"]["tolerance"] == 10
+        assert sample["judged"]["judge"]["model"] == TEST_JUDGE_MODEL and sample["judged"]["judge"]["settings"]["tolerance"] == 10
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -159,17 +159,17 @@ def test_results_hold_per_type_means_and_the_visible_length_cap(video_run):
 
 
 def test_samples_show_judge_score_final_score_and_the_rule_that_capped(video_run):
-    samples = {sample["item_id"]: sample for sample in video_run.run.samples("anycap_style")}
-    capped = samples["2"]["judgment"]
+    samples = {sample["judged"]["item_id"]: sample for sample in video_run.run.samples("anycap_style")}
+    capped = samples["2"]["judged"]["judgment"]
     assert (capped["judge_score"], capped["final_score"], capped["capped_by"]) == (JUDGE_SCORE, 1, "length_tolerance")
     assert (capped["output_words"], capped["reference_words"], capped["within_tolerance"]) == (RESPONSE_WORDS, 40, False)
     assert json.loads(capped["raw_reply"])["score"] == JUDGE_SCORE and capped["cache_hit"] is False
-    within = samples["7"]["judgment"]
+    within = samples["7"]["judged"]["judgment"]
     assert (within["final_score"], within["capped_by"], within["within_tolerance"]) == (JUDGE_SCORE, None, True)
-    assert samples["5"]["judgment"]["caption_type"] == "style" and samples["5"]["anycap_style"] == JUDGE_SCORE
+    assert samples["5"]["judged"]["judgment"]["caption_type"] == "style" and samples["5"]["anycap_style"] == JUDGE_SCORE
     assert samples["5"]["anycap_brief"] is None  # another type's metric: excluded, not 0
-    assert samples["6"]["judgment"]["failure"] == "video_missing"
-    judge = samples["1"]["judge"]
+    assert samples["6"]["judged"]["judgment"]["failure"] == "video_missing"
+    judge = samples["1"]["judged"]["judge"]
     assert judge["judge_version"] == "anycap-style-video/1" and judge["model"] == TEST_JUDGE_MODEL
     assert judge["settings"]["tolerance"] == TOLERANCE and judge["settings"]["instruction_rule"] is False
     assert judge["settings"]["sampling"] == {"temperature": 0.7, "max_tokens": 4096}

@@ -12,8 +12,8 @@ from capjudge.judges.length_rule import (
     check_instruction_restriction,
     check_length_tolerance,
 )
-from capjudge.tasks import demo_data
-from capjudge.tasks.demo_data import (
+import demo_data
+from demo_data import (
     ANYCAP_ITEMS,
     CAPTION_SETS,
     CLIPS,

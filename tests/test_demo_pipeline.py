@@ -38,11 +38,11 @@ def test_demo_runs_end_to_end_with_the_real_local_judge(tmp_path):
     assert len(gveval) == len(anycap) == 2
     # Real replies from the model, parsed into scores by the judges' parsers (the grammar makes them parseable).
     for line in gveval:
-        assert line["judge"]["model"].startswith("gemma-3-270m")
-        assert "The Accuracy score is α" in line["judgment"]["raw_reply"]
+        assert line["judged"]["judge"]["model"].startswith("gemma-3-270m")
+        assert "The Accuracy score is α" in line["judged"]["judgment"]["raw_reply"]
         assert line["gveval_failed"] == 0 and 0 <= line["gveval_mean"] <= 100
     for line in anycap:
-        assert json.loads(line["judgment"]["raw_reply"])["score"] in range(5)
+        assert json.loads(line["judged"]["judgment"]["raw_reply"])["score"] in range(5)
         assert line["anycap_failed"] == 0 and line["anycap_score"] in range(5)
     cache = out / "judge_cache.sqlite"
     assert cache.stat().st_size > 0

@@ -74,9 +74,9 @@ def test_items_without_videos_are_unjudged_and_left_out_and_the_run_finishes(sha
     assert all(isinstance(value, float) for value in judged)
     assert _metric(results, "gveval", "gveval_mean") == pytest.approx(sum(judged) / len(judged))  # never a 0
     for sample, (item_id, item) in list(zip(samples, shared_run.items))[WITH_VIDEO:]:
-        judgment = sample["judgment"]
+        judgment = sample["judged"]["judgment"]
         expected_path = shared_run.no_videos / item["vname"]
-        assert sample["item_id"] == item_id
+        assert sample["judged"]["item_id"] == item_id
         assert judgment["failure"] == "video_missing" and judgment["raw_reply"] is None
         assert judgment["failure_detail"] == f"item {item_id}: video file not found: {expected_path}"
         assert all(value is None for value in judgment["scores"].values())
@@ -123,13 +123,13 @@ def test_the_means_and_the_kendall_tau_are_those_of_the_logged_items(shared_run)
 
 def test_samples_carry_raw_reply_scores_failure_cache_hit_and_the_judge(shared_run):
     for sample, (item_id, item) in zip(shared_run.run.samples("gveval_references"), shared_run.items):
-        judgment = sample["judgment"]
-        assert sample["item_id"] == item_id and judgment["caption"] == item["candidate"]
+        judgment = sample["judged"]["judgment"]
+        assert sample["judged"]["item_id"] == item_id and judgment["caption"] == item["candidate"]
         assert judgment["failure"] is None and judgment["cache_hit"] is False and judgment["requests"] == 1
         assert "The Accuracy score is α" in judgment["raw_reply"]
         assert judgment["scores"]["accuracy"] == sample["gveval_accuracy"]
         assert judgment["video"] is None  # mode "references" shows the judge no video
-        judge = sample["judge"]
+        judge = sample["judged"]["judge"]
         assert judge["model"] == TEST_JUDGE_MODEL and judge["judge_version"] == "gveval-accr-video/1"
         assert judge["settings"]["mode"] == "references" and judge["settings"]["scoring"] == "expected"
         assert judge["settings"]["sampling"] == {"temperature": 1, "top_p": 1, "logprobs": True, "top_logprobs": 5}
@@ -141,7 +141,7 @@ def test_judging_an_item_again_with_the_runs_cache_is_a_cache_hit(shared_run, se
     settings = GVEvalSettings.resolve({"mode": "references"}, env={})
     client = make_client(server, cache_path=shared_run.cache, model=TEST_JUDGE_MODEL)
     judgment = judge_item(doc, item["candidate"], settings, client)
-    logged = shared_run.run.samples("gveval_references")[0]["judgment"]
+    logged = shared_run.run.samples("gveval_references")[0]["judged"]["judgment"]
     assert judgment.cache_hit is True and judgment.requests == 0 and server.log == []
     assert judgment.record()["scores"] == logged["scores"] and judgment.result.raw_reply == logged["raw_reply"]
 
@@ -220,15 +220,15 @@ def test_frames_mode_sends_each_video_as_a_1536x512_strip_of_its_sampled_frames(
 def test_frames_run_judges_the_readable_videos_and_reports_the_unreadable_one(video_run):
     results = video_run.run.results()
     assert _metric(results, "gveval", "gveval_failed") == 1
-    samples = {sample["item_id"]: sample for sample in video_run.run.samples("gveval")}
-    assert samples["vid9"]["judgment"]["failure"] == "video_unreadable"
-    assert str(video_run.clips / "broken.mp4") in samples["vid9"]["judgment"]["failure_detail"]
+    samples = {sample["judged"]["item_id"]: sample for sample in video_run.run.samples("gveval")}
+    assert samples["vid9"]["judged"]["judgment"]["failure"] == "video_unreadable"
+    assert str(video_run.clips / "broken.mp4") in samples["vid9"]["judged"]["judgment"]["failure_detail"]
     judged = [samples[item_id]["gveval_mean"] for item_id in ("vid1", "vid2", "vid3")]
     assert _metric(results, "gveval", "gveval_mean") == pytest.approx(sum(judged) / 3)
     assert samples["vid3"]["gveval_mean"] < samples["vid2"]["gveval_mean"]  # the rubric server punishes "wrong"
     for item_id in ("vid1", "vid2", "vid3"):
-        judgment = samples[item_id]["judgment"]
+        judgment = samples[item_id]["judged"]["judgment"]
         assert judgment["video"] == str(video_run.clips / f"clip{item_id[-1]}.mp4")
         # CAPJUDGE_GVEVAL_SCORING=text, read when the item was judged, overrides the YAML's "expected".
-        assert judgment["scoring"] == "text" and samples[item_id]["judge"]["settings"]["scoring"] == "text"
-        assert samples[item_id]["judge"]["settings"]["mode"] == "frames"
+        assert judgment["scoring"] == "text" and samples[item_id]["judged"]["judge"]["settings"]["scoring"] == "text"
+        assert samples[item_id]["judged"]["judge"]["settings"]["mode"] == "frames"

@@ -35,11 +35,11 @@ def _judge(tmp_path, judge, *arguments, cache):
 
 def _samples(folder):
     (path,) = list(folder.rglob(f"*_samples_{TASK}.jsonl"))
-    return {line["item_id"]: line for line in map(json.loads, path.read_text(encoding="utf-8").splitlines())}
+    return {line["judged"]["item_id"]: line for line in map(json.loads, path.read_text(encoding="utf-8").splitlines())}
 
 
 def _values(samples):
-    return {item: ({key: line[key] for key in PER_ITEM}, line["judgment"]["raw_reply"]) for item, line in samples.items()}
+    return {item: ({key: line[key] for key in PER_ITEM}, line["judged"]["judgment"]["raw_reply"]) for item, line in samples.items()}
 
 
 def _harness(judge, output_path, cache, *extra_args):
@@ -67,9 +67,9 @@ def test_a_predict_only_run_is_judged_later_and_shares_the_cache_with_lmms_eval(
         harness = _harness(judge, tmp_path / "harness", cache)
         assert judge.log == []
     staged_samples = _samples(tmp_path / "judged")
-    harness_samples = {s["item_id"]: s for s in harness.samples(TASK)}
+    harness_samples = {s["judged"]["item_id"]: s for s in harness.samples(TASK)}
     assert _values(staged_samples) == _values(harness_samples)
-    assert all(line["judgment"]["cache_hit"] for line in harness_samples.values())
+    assert all(line["judged"]["judgment"]["cache_hit"] for line in harness_samples.values())
     # The aggregates are lmms-eval's, from the same aggregation functions.
     (results_file,) = list((tmp_path / "judged").rglob("*_results.json"))
     staged_results = json.loads(results_file.read_text())["results"][TASK]
@@ -79,7 +79,8 @@ def test_a_predict_only_run_is_judged_later_and_shares_the_cache_with_lmms_eval(
     assert "item_id,none" not in staged_results  # no log-only pseudo-metrics
 
     # The leaderboard reads the staged run like any other.
-    from capjudge.metrics.leaderboard import LeaderboardSettings, build_leaderboard, read_runs
+    from capjudge.metrics.leaderboard import LeaderboardSettings, build_leaderboard
+    from capjudge.metrics.runs import read_runs
 
     runs, _ = read_runs([f"staged={results_file}", f"harness={harness.results_file}"])
     board = build_leaderboard(runs, LeaderboardSettings(n_resamples=100, n_permutations=100))
@@ -110,7 +111,7 @@ def test_a_harness_run_re_scores_in_the_judging_stage_with_zero_requests(tmp_pat
     assert "ignoring 10 ids that are not items of 'gveval_demo'" in staged.stderr  # the file also holds AnyCap's
     staged_samples = _samples(tmp_path / "judged")
     assert len(staged_samples) == N_ITEMS
-    assert _values(staged_samples) == _values({s["item_id"]: s for s in harness.samples(TASK)})
+    assert _values(staged_samples) == _values({s["judged"]["item_id"]: s for s in harness.samples(TASK)})
 
 
 def test_bad_input_is_one_clear_error(tmp_path):

@@ -21,14 +21,9 @@ import pytest
 from harness_runs import REPO_TASKS, judge_server, run_lmms_eval
 
 from capjudge.judges.cli import main as capjudge_main
-from capjudge.metrics.leaderboard import (
-    LeaderboardSettings,
-    build_leaderboard,
-    holm_adjust,
-    mean_estimate,
-    paired_comparison,
-    read_runs,
-)
+from capjudge.metrics.leaderboard import LeaderboardSettings, build_leaderboard
+from capjudge.metrics.leaderboard_stats import holm_adjust, mean_estimate, paired_comparison
+from capjudge.metrics.runs import read_runs
 from capjudge.metrics.leaderboard_render import render_html, render_markdown, write_leaderboard
 
 TASK = "gveval_demo"
@@ -118,10 +113,10 @@ def test_both_runs_judged_every_item_through_the_server(runs):
         samples = runs[name].samples(TASK)
         assert len(samples) == N_ITEMS
         assert all(isinstance(s["gveval_mean"], float) and s["gveval_failed"] == 0 for s in samples)
-        assert all(s["judge"]["model"] == "test-judge" for s in samples)
+        assert all(s["judged"]["judge"]["model"] == "test-judge" for s in samples)
     # The weak run returned exactly the weak file's captions, matched by item id.
     by_id = {row["id"]: row["caption"] for row in _weak_captions()}
-    assert [s["filtered_resps"] for s in runs["weak"].samples(TASK)] == [by_id[s["item_id"]] for s in runs["weak"].samples(TASK)]
+    assert [s["filtered_resps"] for s in runs["weak"].samples(TASK)] == [by_id[s["judged"]["item_id"]] for s in runs["weak"].samples(TASK)]
     assert runs["weak"].run_dir.name == "weak"
 
 
@@ -212,7 +207,7 @@ def test_different_items_judges_and_failures_are_warned_everywhere(runs, tmp_pat
     fewer = _copy_run(runs["weak"], tmp_path / "runs" / "fewer")
     _rewrite_samples(fewer, lambda lines: lines[:7])
     other_judge = _copy_run(runs["weak"], tmp_path / "runs" / "other_judge")
-    _rewrite_samples(other_judge, lambda lines: [{**line, "judge": {**line["judge"], "model": "gpt-4o-2024-05-13"}} for line in lines])
+    _rewrite_samples(other_judge, lambda lines: [{**line, "judged": {**line["judged"], "judge": {**line["judged"]["judge"], "model": "gpt-4o-2024-05-13"}}} for line in lines])
     failing = _copy_run(runs["weak"], tmp_path / "runs" / "failing")
 
     def fail_first(lines):
@@ -282,7 +277,7 @@ def test_runs_of_one_model_on_separate_tasks_merge_into_one_row(runs, tmp_path):
 @pytest.mark.slow
 def test_judge_falls_back_to_the_task_config(runs, tmp_path):
     unlogged = _copy_run(runs["weak"], tmp_path / "unlogged")
-    _rewrite_samples(unlogged, lambda lines: [{k: v for k, v in line.items() if k != "judge"} for line in lines])
+    _rewrite_samples(unlogged, lambda lines: [{**line, "judged": {k: v for k, v in line["judged"].items() if k != "judge"}} for line in lines])
     found, _ = read_runs([f"unlogged={unlogged}"])
     assert found[0].tasks[TASK].judge_source == "unknown"
     board = build_leaderboard([*read_runs([str(runs["strong"].run_dir)])[0], *found])

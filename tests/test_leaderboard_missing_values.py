@@ -10,7 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from capjudge.metrics.leaderboard import JudgeInfo, LeaderboardSettings, Run, TaskRun, build_leaderboard
+from capjudge.metrics.leaderboard import LeaderboardSettings, build_leaderboard
+from capjudge.metrics.runs import JudgeInfo, Run, TaskRun
 from capjudge.metrics.leaderboard_render import write_leaderboard
 
 TASK = "gveval_demo"

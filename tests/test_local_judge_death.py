@@ -51,7 +51,7 @@ def _server_pid(parent: int) -> int | None:
             command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
         except OSError:
             continue
-        if b"capjudge.judges.local_server" in command:
+        if b"capjudge.judges.local_serving" in command:
             return pid
     return None
 
@@ -109,7 +109,7 @@ def test_demo_stops_at_once_when_the_judge_dies_and_a_rerun_resumes_from_the_cac
     assert len(samples) == 6
     assert all(not any(key.endswith("_failed") and line[key] for key in line) for line in samples)
     # Every reply that was cached before the kill is reused, none asked again.
-    assert sum(1 for line in samples if line["judgment"].get("cache_hit")) >= cached_at_kill
+    assert sum(1 for line in samples if line["judged"]["judgment"].get("cache_hit")) >= cached_at_kill
 
 
 @pytest.mark.slow

@@ -12,16 +12,10 @@ from pathlib import Path
 
 import pytest
 from capjudge.judges.client import JudgeClient
-from capjudge.judges.local_server import (
-    ANYCAP_REPLY_SCHEMA,
-    LocalJudgeServer,
-    LocalServerError,
-    ServeOptions,
-    constrained_params,
-    default_model_path,
-    honesty_notice,
-    text_only_messages,
-)
+from capjudge.judges import anycap, gveval
+from capjudge.judges.local_options import LocalServerError, ServeOptions, default_model_path, honesty_notice
+from capjudge.judges.local_server import LocalJudgeServer
+from capjudge.judges.local_serving import text_only_messages
 from capjudge.judges.types import ChatRequest, ImagePart, JudgeReply, ParseFailure
 from conftest import REPO_ROOT
 from PIL import Image
@@ -82,7 +76,7 @@ def test_gveval_prompt_gets_the_four_greek_letter_statements_with_logprobs(clien
     # The real request shape: the prompt, then the frame image (dropped by the text-only model).
     request = ChatRequest(
         parts=(prompt, frame_image()),
-        params={"temperature": 1, "top_p": 1, **SAMPLING, **constrained_params("gveval")},
+        params={"temperature": 1, "top_p": 1, **SAMPLING, **gveval.local_reply_constraint()},
     )
     outcome = client.judge(request, content_or_failure, judge_version="test-local-gveval/1")
 
@@ -104,7 +98,7 @@ def test_anycap_prompt_gets_json_with_an_integer_score_and_logprobs(client):
     )
     request = ChatRequest(
         parts=(prompt, frame_image(), frame_image()),
-        params={"temperature": 0.7, **SAMPLING, **constrained_params("anycap")},
+        params={"temperature": 0.7, **SAMPLING, **anycap.local_reply_constraint()},
     )
     outcome = client.judge(request, content_or_failure, judge_version="test-local-anycap/1")
 
@@ -173,16 +167,16 @@ def test_image_parts_are_dropped_and_text_parts_joined():
     ]
 
 
-def test_constrained_params_per_judge():
-    anycap = constrained_params("anycap")
-    assert anycap["response_format"]["type"] == "json_object"
-    assert anycap["response_format"]["schema"]["properties"]["score"]["enum"] == [0, 1, 2, 3, 4]
-    assert anycap["response_format"]["schema"] == ANYCAP_REPLY_SCHEMA
-    grammar = constrained_params("gveval")["extra_body"]["grammar"]
+def test_each_judge_has_its_own_local_reply_constraint():
+    constraint = anycap.local_reply_constraint()
+    assert constraint["response_format"]["type"] == "json_object"
+    assert constraint["response_format"]["schema"]["properties"]["score"]["enum"] == [0, 1, 2, 3, 4]
+    assert constraint["response_format"]["schema"] == anycap.LOCAL_REPLY_SCHEMA
+    constraint["response_format"]["schema"]["required"].append("x")  # a copy: the judge's schema is untouched
+    assert anycap.LOCAL_REPLY_SCHEMA["required"] == ["score", "reason"]
+    grammar = gveval.local_reply_constraint()["extra_body"]["grammar"]
     for marker in "αβψδ":
         assert f"{marker}\" score \"{marker}." in grammar
-    with pytest.raises(ValueError, match="gveval"):
-        constrained_params("bleu")  # type: ignore[arg-type]
 
 
 def test_notice_is_honest_about_the_default_model_and_names_real_backends():

@@ -1,5 +1,6 @@
 """One source of truth for metric names: every task YAML's `metric_list` is exactly what its task's
-`item_metrics` returns (apart from the logged-only records), for items with and without human scores."""
+`item_metrics` returns (the logged record `judged` included: it is a metric too, the count of judged items),
+for items with and without human scores; and the results JSON of a run holds no metric without a value."""
 
 from __future__ import annotations
 
@@ -11,7 +12,6 @@ from capjudge.tasks import anycap_task, gveval_task
 from conftest import REPO_ROOT
 
 TASKS = REPO_ROOT / "tasks"
-LOGGED_ONLY = {"item_id", "judgment", "judge"}  # written to the sample log, aggregated by no metric
 
 
 class _TaskYamlLoader(yaml.SafeLoader):
@@ -38,7 +38,7 @@ def _unjudged_gveval_metrics(settings_metadata: dict, human: bool) -> set[str]:
            **({"human_scores": [[3, 3, 3, 3, 3.0], [4, 4, 4, 4, 4.0]]} if human else {})}
     settings = gveval_task.GVEvalSettings.resolve(settings_metadata, env={})
     judgment = gveval_task.judge_item(doc, "a caption", settings, client=None)  # no request: video/refs missing
-    return set(gveval_task.item_metrics(doc, judgment, {"name": "gveval"})) - LOGGED_ONLY
+    return set(gveval_task.item_metrics(doc, judgment, {"name": "gveval"}))
 
 
 @pytest.mark.parametrize("yaml_name, human", [("gveval.yaml", True), ("gveval_references.yaml", True),
@@ -55,5 +55,29 @@ def test_anycap_yaml_metric_lists_match_item_metrics(yaml_name):
            "instruction": "Describe it.", "_videos_dir": "/nonexistent", "_videos_env": "X"}
     settings = anycap_task.AnyCapSettings.resolve(_task_config(TASKS / "anycap_style" / yaml_name)["metadata"], env={})
     judgment = anycap_task.judge_item(doc, "a red ball", settings, client=None)
-    metrics = set(anycap_task.item_metrics(doc, judgment, {"name": "anycap"})) - LOGGED_ONLY
+    metrics = set(anycap_task.item_metrics(doc, judgment, {"name": "anycap"}))
     assert _metric_names(TASKS / "anycap_style" / yaml_name) == metrics
+
+
+def test_a_real_run_writes_no_metric_without_a_value(tmp_path):
+    """lmms-eval aggregates every key process_results returns: a log-only key used to show up in the results
+    JSON as an empty list (`judgment,none: []`). Every value there must now be a number (or lmms-eval's "N/A"
+    for a standard error it does not compute)."""
+    from harness_runs import judge_server, run_lmms_eval
+
+    captions = REPO_ROOT / "tasks" / "demo" / "captions_good.jsonl"
+    with judge_server() as judge:
+        run = run_lmms_eval(
+            model="captions_file", model_args=f"path={captions},model_name=good", tasks="gveval_demo,anycap_style_demo",
+            output_path=tmp_path / "out", judge_base_url=judge.base_url, limit=2,
+        )
+    results = run.results()["results"]
+    for task in ("gveval_demo", "anycap_style_demo"):
+        values = {key: value for key, value in results[task].items() if key not in ("alias", "samples")}
+        empty = {key: value for key, value in values.items()
+                 if not (isinstance(value, (int, float)) or ("_stderr" in key and value == "N/A"))}
+        assert not empty, f"{task}: metrics without a value in the results JSON: {empty}"
+        assert values["judged,none"] == 2  # the record metric counts the judged items
+        records = [sample["judged"] for sample in run.samples(task)]
+        assert [record["judgment"]["failure"] for record in records] == [None, None]
+        assert {record["judge"]["name"] for record in records} == {task.split("_")[0]}

@@ -91,7 +91,7 @@ def test_the_probe_can_be_switched_off_for_offline_preparation(tmp_path):
     # The probe is off, so the run starts; then the breaker ends judging fast and the status says so.
     assert outcome.returncode == 3 and outcome.new_results_files, outcome.output[-3000:]
     samples = outcome.require_results().samples("gveval_demo")
-    assert {sample["judgment"]["failure"] for sample in samples} <= {"request_failed", "judge_unreachable"}
+    assert {sample["judged"]["judgment"]["failure"] for sample in samples} <= {"request_failed", "judge_unreachable"}
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -131,10 +131,10 @@ def test_some_videos_missing_is_one_warning_before_generation_and_those_items_un
     missing = [row for row in every_row if row["video"] not in present]  # items share clips: 40 for 189
     assert f"{len(missing)} of 189 items' videos were not found in {videos}" in outcome.output
     assert f"first: {missing[0]['id']}, " in outcome.output
-    by_id = {sample["item_id"]: sample for sample in run.samples("anycap_style")}
+    by_id = {sample["judged"]["item_id"]: sample for sample in run.samples("anycap_style")}
     expected = [0 if row["video"] in present else 1 for row in rows]
     assert [by_id[str(row["id"])]["anycap_failed"] for row in rows] == expected and expected[2:] == [1, 1]
-    assert by_id[str(rows[2]["id"])]["judgment"]["failure"] == "video_missing"
+    assert by_id[str(rows[2]["id"])]["judged"]["judgment"]["failure"] == "video_missing"
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -178,7 +178,7 @@ def test_a_key_revoked_mid_run_trips_the_breaker_the_run_exits_non_zero_and_a_re
         # Results and samples were still written.
         samples = first.require_results().samples("gveval_demo")
         judged_first = sum(sample["gveval_failed"] == 0 for sample in samples)
-        kinds = {sample["judgment"]["failure"] for sample in samples if sample["gveval_failed"]}
+        kinds = {sample["judged"]["judgment"]["failure"] for sample in samples if sample["gveval_failed"]}
         assert kinds <= {"request_failed", "judge_unreachable"} and "judge_unreachable" in kinds
 
         judge.reset()

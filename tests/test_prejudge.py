@@ -30,7 +30,7 @@ def _run(tmp_path, judge, *, concurrency: int, extra_args=("--process_docs_paral
 def _per_item(run):
     keys = ("gveval_mean", "gveval_accuracy", "gveval_completeness", "gveval_conciseness", "gveval_relevance",
             "gveval_failed")
-    return {sample["item_id"]: ({key: sample[key] for key in keys}, sample["judgment"]["raw_reply"])
+    return {sample["judged"]["item_id"]: ({key: sample[key] for key in keys}, sample["judged"]["judgment"]["raw_reply"])
             for sample in run.samples(TASK)}
 
 
@@ -80,5 +80,5 @@ def test_captions_are_judged_as_process_results_sees_them_reasoning_stripped(tmp
         prompts = [entry.prompt_text for entry in judge.log]
     assert len(prompts) == N_ITEMS
     assert not any("<think>" in prompt for prompt in prompts)
-    judged = [sample["judgment"]["caption"] for sample in run.samples(TASK)]
+    judged = [sample["judged"]["judgment"]["caption"] for sample in run.samples(TASK)]
     assert len(judged) == N_ITEMS and set(judged) <= {row["caption"] for row in rows}  # the file has both tasks

@@ -113,11 +113,11 @@ def test_a_killed_lmms_eval_run_resumes_from_the_cache_and_matches_an_uninterrup
 
     resumed_samples, clean_samples = resumed.samples("gveval_references"), clean.samples("gveval_references")
     assert len(resumed_samples) == len(clean_samples) == N_ITEMS  # none lost
-    assert sum(sample["judgment"]["cache_hit"] for sample in resumed_samples) == cached
+    assert sum(sample["judged"]["judgment"]["cache_hit"] for sample in resumed_samples) == cached
     assert sum(sample["gveval_failed"] for sample in resumed_samples) == 0
 
     def per_item(samples):
-        return {sample["doc_id"]: sample["judgment"]["scores"] for sample in samples}
+        return {sample["doc_id"]: sample["judged"]["judgment"]["scores"] for sample in samples}
 
     assert per_item(resumed_samples) == per_item(clean_samples)
     resumed_metrics = resumed.results()["results"]["gveval_references"]

@@ -189,11 +189,11 @@ def leak_run(tmp_path_factory):
 
 def test_the_run_really_used_the_key_and_met_every_echo(leak_run):
     assert leak_run.keys_seen and set(leak_run.keys_seen) == {KEY}
-    failures = [sample["judgment"]["failure"] for sample in leak_run.run.samples("gveval_references")]
+    failures = [sample["judged"]["judgment"]["failure"] for sample in leak_run.run.samples("gveval_references")]
     assert len(failures) == N_ITEMS
     assert "request_failed" in failures and None in failures  # some items rejected/failed, some judged
-    details = " ".join(sample["judgment"]["failure_detail"] or "" for sample in leak_run.run.samples("gveval_references"))
-    replies = " ".join(sample["judgment"]["raw_reply"] or "" for sample in leak_run.run.samples("gveval_references"))
+    details = " ".join(sample["judged"]["judgment"]["failure_detail"] or "" for sample in leak_run.run.samples("gveval_references"))
+    replies = " ".join(sample["judged"]["judgment"]["raw_reply"] or "" for sample in leak_run.run.samples("gveval_references"))
     assert "[REDACTED]" in details and "[REDACTED]" in replies
 
 

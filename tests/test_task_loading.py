@@ -323,7 +323,7 @@ def test_task_yamls_document_every_environment_override():
 @pytest.fixture(scope="module")
 def demo_folder(tmp_path_factory):
     """The demo split as its generator writes it (into tmp: the test does not depend on tasks/demo/)."""
-    from capjudge.tasks.demo_data import write_demo
+    from demo_data import write_demo
 
     folder = tmp_path_factory.mktemp("demo")
     write_demo(folder)
@@ -346,7 +346,7 @@ def test_demo_rows_load_with_their_clips_beside_them(demo_folder):
 
 def test_lmms_eval_builds_both_demo_tasks_from_the_packaged_split(task_manager, monkeypatch, tmp_path):
     if not (TASKS_DIR / "demo" / "gveval_demo.jsonl").is_file():
-        pytest.skip("tasks/demo/ is not generated yet (python -m capjudge.tasks.demo_data --out tasks/demo)")
+        pytest.skip("tasks/demo/ is not generated yet (make demo-data)")
     monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
     monkeypatch.setenv("CAPJUDGE_CACHE", str(tmp_path / "cache.sqlite"))
     monkeypatch.delenv("CAPJUDGE_GVEVAL_MODE", raising=False)

@@ -4,6 +4,7 @@ the task's code lives in `capjudge.tasks.gveval_task`."""
 from capjudge.tasks.gveval_task import (
     GVEvalTask,
     count,
+    count_judged,
     doc_to_video,
     kendall_b,
     kendall_b_ci_high,
@@ -12,4 +13,4 @@ from capjudge.tasks.gveval_task import (
 )
 from capjudge.tasks.harness import count_failed
 
-__all__ = ["GVEvalTask", "count", "count_failed", "doc_to_video", "kendall_b", "kendall_b_ci_high", "kendall_b_ci_low", "mean_of_judged"]
+__all__ = ["GVEvalTask", "count", "count_judged", "count_failed", "doc_to_video", "kendall_b", "kendall_b_ci_high", "kendall_b_ci_low", "mean_of_judged"]

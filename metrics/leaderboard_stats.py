@@ -1,0 +1,152 @@
+"""The leaderboard's statistics: a metric's mean with its item-bootstrap CI, the paired difference between
+two models with its CI and a permutation test, and Holm's correction.
+
+All seeded (see `LeaderboardSettings`):
+- CI of a mean: percentile interval of the item bootstrap (items resampled with replacement,
+  `capjudge.metrics.bootstrap.draw_item_indices`), vectorised over resamples.
+- Difference from the top model: on the items both models have a value for, the mean per-item difference,
+  its paired item-bootstrap CI, and a paired permutation test (per-item sign flips, `scipy.stats.
+  permutation_test`, exact when 2^n is within the permutation budget). p-values are Holm-corrected across
+  the models compared with the top one in that column; "differs" means corrected p < alpha.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from capjudge.metrics.bootstrap import (
+    BootstrapDistribution,
+    draw_item_indices,
+    percentile_interval,
+)
+
+
+
+@dataclass(frozen=True)
+class LeaderboardSettings:
+    n_resamples: int = 2000  # item-bootstrap resamples for CIs
+    n_permutations: int = 9999  # permutation-test budget (exact enumeration when 2^n fits)
+    seed: int = 0
+    confidence: float = 0.95
+    alpha: float = 0.05
+    failure_warn_rate: float = 0.02
+
+    def __post_init__(self) -> None:
+        if not 0 < self.confidence < 1:
+            raise ValueError(f"confidence must be in (0, 1), got {self.confidence}")
+        if not 0 < self.alpha < 1:
+            raise ValueError(f"alpha must be in (0, 1), got {self.alpha}")
+        if self.n_resamples < 0 or self.n_permutations < 1:
+            raise ValueError("n_resamples must be >= 0 and n_permutations >= 1")
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A metric's value for one model: mean over the items with a value, and its CI (None when it cannot be
+    computed: fewer than 2 items, no resamples, or no per-sample log)."""
+
+    value: float | None
+    ci_low: float | None
+    ci_high: float | None
+    n: int  # items with a value
+    source: Literal["samples", "harness", "missing"]
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """This model minus the reference (the column's top model) on their common items."""
+
+    reference: str
+    difference: float | None
+    ci_low: float | None
+    ci_high: float | None
+    p_value: float | None
+    p_adjusted: float | None  # Holm, across the models compared with the same reference
+    n_common: int
+    significant: bool | None  # None: not testable (no common items or no per-sample log)
+
+
+def mean_estimate(values: np.ndarray, settings: LeaderboardSettings) -> Estimate:
+    """Mean over the finite values, with the item-bootstrap percentile CI."""
+    finite = np.asarray(values, dtype=float)
+    finite = finite[np.isfinite(finite)]
+    if finite.size == 0:
+        return Estimate(None, None, None, 0, "samples")
+    value = float(finite.mean())
+    interval = _bootstrap_mean_interval(finite, settings)
+    if interval is None:
+        return Estimate(value, None, None, int(finite.size), "samples")
+    return Estimate(value, interval[0], interval[1], int(finite.size), "samples")
+
+
+def _bootstrap_mean_interval(values: np.ndarray, settings: LeaderboardSettings) -> tuple[float, float] | None:
+    if values.size < 2 or settings.n_resamples < 2:
+        return None
+    rng = np.random.default_rng(settings.seed)
+    # Bounded memory: resample in chunks of rows; one generator keeps the draws identical to one big matrix.
+    rows_per_chunk = max(1, 4_000_000 // values.size)
+    means = []
+    for start in range(0, settings.n_resamples, rows_per_chunk):
+        rows = min(rows_per_chunk, settings.n_resamples - start)
+        means.append(values[draw_item_indices(values.size, rows, rng)].mean(axis=1))
+    distribution = BootstrapDistribution(float(values.mean()), np.concatenate(means), np.empty(0), 0)
+    interval = percentile_interval(distribution, settings.confidence)
+    if interval is None:
+        return None
+    # Percentiles of a constant sample can differ from the mean by round-off; keep the estimate inside.
+    estimate = distribution.estimate
+    return min(interval.low, estimate), max(interval.high, estimate)
+
+
+def paired_comparison(
+    values: np.ndarray, reference: np.ndarray, reference_name: str, settings: LeaderboardSettings
+) -> Comparison:
+    """`values - reference` on the items where both are finite (arrays aligned item by item)."""
+    from scipy.stats import permutation_test
+
+    both = np.isfinite(values) & np.isfinite(reference)
+    n_common = int(both.sum())
+    if n_common == 0:
+        return Comparison(reference_name, None, None, None, None, None, 0, None)
+    differences = values[both] - reference[both]
+    difference = float(differences.mean())
+    interval = _bootstrap_mean_interval(differences, settings)
+    if n_common < 2 or not np.any(differences):
+        p_value = 1.0 if n_common >= 2 else None
+    else:
+        result = permutation_test(
+            (values[both], reference[both]),
+            lambda x, y, axis: np.mean(x - y, axis=axis),
+            permutation_type="samples",
+            vectorized=True,
+            n_resamples=settings.n_permutations,
+            alternative="two-sided",
+            rng=np.random.default_rng(settings.seed),
+        )
+        p_value = float(result.pvalue)
+    return Comparison(
+        reference=reference_name,
+        difference=difference,
+        ci_low=interval[0] if interval else None,
+        ci_high=interval[1] if interval else None,
+        p_value=p_value,
+        p_adjusted=p_value,
+        n_common=n_common,
+        significant=None if p_value is None else p_value < settings.alpha,
+    )
+
+
+def holm_adjust(p_values: Sequence[float]) -> list[float]:
+    """Holm's step-down adjustment (controls the family-wise error rate)."""
+    m = len(p_values)
+    order = np.argsort(p_values, kind="stable")
+    adjusted = np.empty(m)
+    running = 0.0
+    for step, index in enumerate(order):
+        running = max(running, min(1.0, (m - step) * p_values[index]))
+        adjusted[index] = running
+    return adjusted.tolist()

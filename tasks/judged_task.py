@@ -1,0 +1,275 @@
+"""`JudgedTask`: the one task path every capjudge judge goes through inside lmms-eval (and `capjudge judge`).
+
+A judge's task class (e.g. `GVEvalTask`) supplies only what is its own:
+
+- `settings_type`: a `JudgeSettings` subclass (how the YAML metadata and the environment become settings);
+- `run_judge(doc, caption, settings, client, video)`: build the judge on the per-item client and judge;
+- `unjudged(doc, caption, settings, failure)`: the judge's result for an item that cannot be judged at all;
+- `metric_values(doc, result)`: the per-item values its `metric_list` aggregates.
+
+Everything else is here, once: resolving the settings and the judge configuration (once per task), the
+missing-video rule, observing the judge call (raw reply, cache hit, requests), judging every response ahead
+of `process_results` at the client's concurrency, and the per-item record.
+
+The per-item record. lmms-eval writes every key `process_results` returns into the `--log_samples` line AND
+aggregates every key into the results JSON, so a log-only key would show up there as an empty metric. The
+record therefore rides as the value of one real metric, `judged` (aggregated by `count_judged`: how many
+items have a valid judgment): `{"item_id", "judge", "judgment"}` — the item's id (lmms-eval drops the
+document from the log), which judge with which settings, and what it said (scores, failure kind, raw reply,
+cache hit, requests). `capjudge.metrics.run_reader` reads it back.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from capjudge.judges.client import shared_client
+from capjudge.judges.config import JudgeConfig
+from capjudge.judges.preflight import preflight_enabled, probe_judge
+from capjudge.judges.types import JudgeResult, ParseFailure
+from capjudge.tasks.harness import (
+    ObservedClient,
+    check_videos,
+    missing_video_problem,
+    video_path,
+)
+from capjudge.tasks.prejudge import PrejudgedItems, item_key, prejudge
+from capjudge.tasks.run_outcome import running_as_lmms_eval
+from capjudge.tasks.sourced_task import SourcedTask
+from lmms_eval.api.reasoning import parse_reasoning_tags_config, strip_reasoning_tags
+
+log = logging.getLogger(__name__)
+
+# The metric that carries each item's logged record (see the module docstring).
+RECORD_METRIC = "judged"
+VIDEO_MISSING = "video_missing"
+
+
+def count_judged(records: Sequence[Mapping[str, Any]]) -> int:
+    """Aggregation of `judged`: how many items have a valid judgment."""
+    return sum(1 for record in records if record["judgment"]["failure"] is None)
+
+
+@dataclass(frozen=True)
+class JudgeSettings:
+    """A judge's task settings. Subclasses add their fields and `resolve(metadata, env)`; the class attributes
+    name the judge so that every sample log's `judge` record has one shape."""
+
+    judge_name: ClassVar[str]
+    judge_version: ClassVar[str]
+    published_model: ClassVar[str]
+    needs_video: ClassVar[bool] = True
+    needs_logprobs: ClassVar[bool] = False
+
+    def logged_settings(self) -> dict[str, Any]:
+        """The settings as the sample log's `judge.settings` records them."""
+        raise NotImplementedError
+
+    def local_reply_constraint(self) -> dict[str, Any]:
+        """The judge's reply-format constraint for the local llama.cpp server (its module's
+        `local_reply_constraint`)."""
+        raise NotImplementedError
+
+    def extra_request_params(self) -> dict[str, Any]:
+        """The local llama.cpp server's output constraint, when the settings ask for it (subclasses have a
+        `constrained_output` field, from CAPJUDGE_CONSTRAINED_OUTPUT); nothing for any other server."""
+        return self.local_reply_constraint() if getattr(self, "constrained_output", False) else {}
+
+    def identity(self, config: JudgeConfig) -> dict[str, Any]:
+        """The sample log's `judge` record: which judge, which model, which settings."""
+        return {
+            "name": self.judge_name,
+            "model": config.model or self.published_model,
+            "endpoint": config.endpoint_label,
+            "judge_version": self.judge_version,
+            "settings": self.logged_settings(),
+        }
+
+
+@dataclass(frozen=True)
+class ItemJudgment:
+    """One caption's judgment as the sample log records it: the judge's typed result plus how it was got."""
+
+    item_id: str
+    caption: str
+    video: str | None  # the video the judge was shown (None when the judge needs none)
+    result: JudgeResult
+    raw_reply: str | None
+    cache_hit: bool
+    requests: int
+
+    @property
+    def ok(self) -> bool:
+        return self.result.ok
+
+    def record(self) -> dict[str, Any]:
+        return {
+            "caption": self.caption,
+            "video": self.video,
+            **self.result.log_fields(),
+            "raw_reply": self.raw_reply,
+            "cache_hit": self.cache_hit,
+            "requests": self.requests,
+        }
+
+
+@dataclass(frozen=True)
+class _Resolved:
+    settings: Any
+    config: JudgeConfig
+    identity: Mapping[str, Any]
+
+
+class JudgedTask(SourcedTask):
+    """A SourcedTask whose per-item metrics come from judging the model's caption (see the module docstring
+    for what a subclass supplies)."""
+
+    settings_type: ClassVar[type[JudgeSettings]]
+    _prejudged: PrejudgedItems | None = None
+    _resolved: _Resolved | None = None
+
+    # -- what a judge's task supplies ---------------------------------------------------------------------
+
+    @classmethod
+    def run_judge(cls, doc: Mapping[str, Any], caption: str, settings: Any, client: ObservedClient, video: Any) -> JudgeResult:
+        raise NotImplementedError
+
+    @classmethod
+    def unjudged(cls, doc: Mapping[str, Any], caption: str, settings: Any, failure: ParseFailure) -> JudgeResult:
+        raise NotImplementedError
+
+    @classmethod
+    def metric_values(cls, doc: Mapping[str, Any], result: Any) -> dict[str, Any]:
+        raise NotImplementedError
+
+    # -- one item -------------------------------------------------------------------------------------------
+
+    @classmethod
+    def judge_item(cls, doc: Mapping[str, Any], caption: str, settings: Any, client: Any) -> ItemJudgment:
+        """Judge one caption. Never raises for a bad item: a missing video or a failed judgment is an unjudged
+        result with its failure kind."""
+        item_id = str(doc["id"])
+        video = video_path(doc) if settings.needs_video else None
+        shown_video = str(video) if video else None
+        judge = settings.judge_name
+        if settings.needs_video:
+            problem = missing_video_problem(doc)
+            if problem is not None:
+                log.error("%s %s -> item unjudged (%s)", judge, problem, VIDEO_MISSING)
+                result = cls.unjudged(doc, caption, settings, ParseFailure(VIDEO_MISSING, problem))
+                return ItemJudgment(item_id, caption, shown_video, result, raw_reply=None, cache_hit=False, requests=0)
+        observed = ObservedClient(client, extra_params=settings.extra_request_params(), default_model=settings.published_model)
+        result = cls.run_judge(doc, caption, settings, observed, video)
+        if not result.ok:
+            log.warning("%s item %s unjudged: %s: %s", judge, item_id, result.failure_kind, (result.failure_detail or "")[:300])
+        return ItemJudgment(item_id, caption, shown_video, result, observed.raw_reply, observed.cache_hit, observed.requests_made)
+
+    @classmethod
+    def item_metrics(cls, doc: Mapping[str, Any], judgment: ItemJudgment, identity: Mapping[str, Any]) -> dict[str, Any]:
+        """The per-item values lmms-eval aggregates, the logged record among them (as `judged`)."""
+        metrics = cls.metric_values(doc, judgment.result)
+        metrics[RECORD_METRIC] = {"item_id": judgment.item_id, "judge": dict(identity), "judgment": judgment.record()}
+        return metrics
+
+    # -- settings, once per task ------------------------------------------------------------------------
+
+    def settings(self) -> Any:
+        return self._resolve().settings
+
+    def _resolve(self) -> _Resolved:
+        """The settings, the judge configuration and the judge's identity, resolved once (environment
+        overrides included) and used for every item, so a run cannot judge items under two settings."""
+        if self._resolved is None:
+            settings = self.settings_type.resolve(self.config.metadata or {})  # type: ignore[attr-defined]
+            config = JudgeConfig.from_env()
+            self._resolved = _Resolved(settings, config, settings.identity(config))
+        return self._resolved
+
+    # -- load-time checks -------------------------------------------------------------------------------
+
+    def check_ready(self) -> None:
+        """The settings parse and the judge is configured."""
+        self._resolve()
+
+    def check_judge(self) -> None:
+        """Unless CAPJUDGE_PREFLIGHT=0: the judge answers one minimal request with the model items will use."""
+        if not preflight_enabled():
+            return
+        resolved = self._resolve()
+        probe_judge(resolved.config, resolved.identity["model"], needs_logprobs=resolved.settings.needs_logprobs)
+
+    def check_rows(self, rows: list[dict[str, Any]]) -> None:
+        if not self.settings().needs_video:
+            return
+        check_videos(self.config.task, rows)
+
+    # -- judging ----------------------------------------------------------------------------------------
+
+    def apply_filters(self) -> Any:
+        """lmms-eval's one look at every response before `process_results`: judge them all now, at the
+        client's concurrency instead of lmms-eval's thread count (see capjudge.tasks.prejudge)."""
+        filtered = super().apply_filters()
+        if self.config.process_results is None:  # --predict_only: lmms-eval computes no metric, so no judging
+            return filtered
+        docs = self.eval_docs
+        tags = self._reasoning_tags()
+        items = []
+        for instance in self.instances:
+            for caption in instance.filtered_resps.values():
+                caption = caption if isinstance(caption, str) else str(caption)
+                # What process_results will be given: lmms-eval strips reasoning blocks (and surrounding
+                # whitespace) from each response just before calling it.
+                items.append((docs[int(instance.doc_id)], strip_reasoning_tags(caption, tags) if tags else caption))
+        self._prejudged = self.judge_all(items)
+        return filtered
+
+    def judge_all(
+        self,
+        items: Sequence[tuple[Mapping[str, Any], str]],
+        *,
+        client_for: Callable[[Mapping[str, Any]], Any] | None = None,
+        description: str | None = None,
+    ) -> PrejudgedItems:
+        """Judge every (doc, caption) at the client's concurrency, with a progress bar; used inside lmms-eval
+        (`apply_filters`) and by `capjudge judge`, so both make the same requests. `client_for(doc)` gives an
+        item its own client instead of the shared one (the batch stage's recorder)."""
+        resolved = self._resolve()
+        shared = shared_client(resolved.config)
+        store = PrejudgedItems()
+        prejudge(
+            items,
+            lambda doc, caption: type(self).judge_item(
+                doc, caption, resolved.settings, client_for(doc) if client_for is not None else shared
+            ),
+            workers=resolved.config.max_concurrency,
+            description=description or f"capjudge: judging {self.config.task}",
+            into=store,
+        )
+        return store
+
+    def _reasoning_tags(self) -> Any:
+        """The reasoning tags lmms-eval will strip before process_results: the task's own setting, else the
+        command line's (whose default strips <think> and <analysis> blocks)."""
+        cli_value = None
+        if running_as_lmms_eval():
+            from lmms_eval.__main__ import parse_eval_args
+
+            try:
+                cli_value = getattr(parse_eval_args()[1], "reasoning_tags", None)
+            except SystemExit:  # not parseable as lmms-eval's command line after all
+                cli_value = None
+        return parse_reasoning_tags_config(cli_value=cli_value, task_value=getattr(self.config, "reasoning_tags", None))
+
+    def identity(self) -> Mapping[str, Any]:
+        return self._resolve().identity
+
+    def process_document(self, doc: dict[str, Any], results: list[str]) -> dict[str, Any]:
+        resolved = self._resolve()
+        caption = results[0] if results else ""
+        judgment = self._prejudged.take(item_key(doc, caption)) if self._prejudged is not None else None
+        if judgment is None:  # not judged ahead (e.g. process_results called directly): judge it now
+            judgment = type(self).judge_item(doc, caption, resolved.settings, shared_client(resolved.config))
+        return type(self).item_metrics(doc, judgment, resolved.identity)
