@@ -23,11 +23,12 @@ from pathlib import Path
 from typing import Any, Callable
 
 from capjudge.judges.cache import request_key
+from capjudge.judges.client import wire_body
 from capjudge.judges.types import ChatRequest, JudgeOutcome, JudgeReply, ParseFailure, Usage
 
 # OpenAI's documented limits for one batch input file.
 MAX_REQUESTS_PER_FILE = 50_000
-MAX_BYTES_PER_FILE = 200 * 1024 * 1024
+MAX_BYTES_PER_FILE = 200_000_000  # "200 MB": read as decimal, the safe side
 COMPLETION_WINDOW = "24h"
 TERMINAL_STATUSES = frozenset({"completed", "failed", "expired", "cancelled"})
 # An item's reply is still in a batch (or its batch failed and it is to be submitted again).
@@ -98,14 +99,6 @@ class BatchInputWriter:
                 self._handle.close()
                 self._handle = None
             return list(zip(self.files, self.refs))
-
-
-def wire_body(body: Mapping[str, Any]) -> dict[str, Any]:
-    """The request body as it goes over the wire: the SDK's `extra_body` pass-through merged in (a batch line
-    is raw JSON, there is no SDK to merge it)."""
-    flat = {key: value for key, value in body.items() if key != "extra_body"}
-    flat.update(body.get("extra_body") or {})
-    return flat
 
 
 # ----------------------------------------------------------------------------------------------------------

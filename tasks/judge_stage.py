@@ -64,7 +64,7 @@ def register(groups: Any) -> None:
     batch.add_argument("--retry-online", action="store_true",
                        help="ask what the batch left (unparsable replies, failed lines) online instead of in another batch")
     batch.add_argument("--batch-max-requests", type=int, default=50_000, help="requests per input file (API limit 50,000)")
-    batch.add_argument("--batch-max-bytes", type=int, default=200 * 1024 * 1024, help="bytes per input file (API limit 200 MB)")
+    batch.add_argument("--batch-max-bytes", type=int, default=200_000_000, help="bytes per input file (API limit 200 MB)")
     parser.set_defaults(func=_run)
 
 
