@@ -27,7 +27,7 @@ MIN_VENV := .venv-min
 MIN_PY   := $(MIN_VENV)/bin/python
 MIN_TESTS := test_agreement_compare test_anycap_parser test_anycap_prompt test_client test_correlation \
 	test_gveval_parser test_gveval_prompt test_leaderboard_missing_values test_length_rule \
-	test_reliability_cheating test_video_frames test_wordcount
+	test_reliability_cheating test_video_frames test_wordcount test_budget
 
 .PHONY: setup test test-min demo demo-data bench clean
 

@@ -19,6 +19,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, Callable, Iterator
 
+from capjudge.judges.types import BAD_INPUT
+
 if TYPE_CHECKING:
     from capjudge.judges.cli import CommandGroups
 
@@ -90,7 +92,7 @@ def run_render(args: argparse.Namespace) -> int:
         )
     except (UnknownCaptionType, VideoError, ValueError) as error:
         print(f"capjudge render anycap: {error}", file=sys.stderr)
-        return 1
+        return 2  # bad input, as for every capjudge command (1 is kept for "the reply did not parse")
     args.out.mkdir(parents=True, exist_ok=True)
     target = args.out / "request.json"
     target.write_text(json.dumps(request.body(model), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
@@ -119,10 +121,10 @@ def run_parse(args: argparse.Namespace) -> int:
 
     def from_line(record: dict[str, Any]) -> dict[str, Any]:
         if "reply" not in record:
-            raise InputLineError("invalid_input", "missing field 'reply'")
+            raise InputLineError(BAD_INPUT, "missing field 'reply'")
         reply = record["reply"]
         if reply is not None and not isinstance(reply, str):
-            raise InputLineError("invalid_input", f"'reply' must be a string, got {type(reply).__name__}")
+            raise InputLineError(BAD_INPUT, f"'reply' must be a string, got {type(reply).__name__}")
         return parse_one(reply)
 
     return _run_batch(args.jsonl, from_line)
@@ -159,9 +161,9 @@ def run_length_rule(args: argparse.Namespace) -> int:
     def from_line(record: dict[str, Any]) -> dict[str, Any]:
         for name in ("caption_type", "output", "reference"):
             if name not in record:
-                raise InputLineError("invalid_input", f"missing field {name!r}")
+                raise InputLineError(BAD_INPUT, f"missing field {name!r}")
             if not isinstance(record[name], str):
-                raise InputLineError("invalid_input", f"field {name!r} must be a string")
+                raise InputLineError(BAD_INPUT, f"field {name!r} must be a string")
         try:
             return check_length_tolerance(
                 record["caption_type"], record["output"], record["reference"], record.get("tolerance", args.tolerance)
@@ -212,18 +214,18 @@ def _records(stream: BinaryIO) -> Iterator[tuple[int, dict[str, Any] | InputLine
         try:
             line = raw.decode("utf-8")
         except UnicodeDecodeError as error:
-            yield number, InputLineError("invalid_input", f"not UTF-8: {error}")
+            yield number, InputLineError(BAD_INPUT, f"not UTF-8: {error}")
             continue
         if not line.strip():
-            yield number, InputLineError("invalid_input", "blank line")
+            yield number, InputLineError(BAD_INPUT, "blank line")
             continue
         try:
             record = json.loads(line)
         except ValueError as error:
-            yield number, InputLineError("invalid_input", f"not JSON: {error}")
+            yield number, InputLineError(BAD_INPUT, f"not JSON: {error}")
             continue
         if not isinstance(record, dict):
-            yield number, InputLineError("invalid_input", f"expected a JSON object, got {type(record).__name__}")
+            yield number, InputLineError(BAD_INPUT, f"expected a JSON object, got {type(record).__name__}")
             continue
         yield number, record
 

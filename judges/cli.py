@@ -18,9 +18,12 @@ COMMAND_MODULES = (
     "capjudge.judges.anycap_cli",
     "capjudge.metrics.correlate_cli",
     "capjudge.metrics.leaderboard_cli",
+    "capjudge.metrics.reliability_cli",
     "capjudge.judges.local_server",
     "capjudge.tasks.demo_run",
     "capjudge.tasks.judge_stage",
+    "capjudge.judges.cache_cli",
+    "capjudge.tasks.estimate",
 )
 
 

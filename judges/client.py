@@ -27,14 +27,25 @@ import time
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
+from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence, TypeVar
 
 import openai
 
+from capjudge.judges.budget import Limits, MachineBudget, budget_folder
 from capjudge.judges.breaker import JUDGE_UNREACHABLE, CircuitBreaker, JudgeUnreachable
 from capjudge.judges.cache import ReplyCache, request_key
 from capjudge.judges.config import JudgeConfig
+from capjudge.judges.rate_limits import (
+    NO_ESTIMATE,
+    RateLimitHeaderError,
+    RateLimitState,
+    TokenEstimate,
+    estimate_tokens,
+    read_rate_limit_headers,
+)
 from capjudge.judges.types import (
+    BAD_INPUT,
     Attempt,
     ChatRequest,
     JudgeOutcome,
@@ -46,7 +57,6 @@ from capjudge.judges.types import (
 
 T = TypeVar("T")
 # Failure kinds the client itself reports (the parsers report theirs).
-BAD_INPUT = "bad_input"
 REFUSAL = "refusal"
 Parser = Callable[[JudgeReply], "T | ParseFailure"]
 
@@ -80,6 +90,12 @@ class JudgeClient:
         self.config = config
         self._sleep = sleep
         self._slots = threading.BoundedSemaphore(config.max_concurrency)
+        # The machine-wide budget every process of the run shares (in-flight slots, RPM/TPM windows, pauses).
+        budget_root = Path(config.cache_path).parent if config.cache_path is not None else Path("~/.cache/capjudge").expanduser()
+        self.budget = MachineBudget(
+            budget_folder(budget_root, config.endpoint_label, config.model),
+            Limits(config.max_concurrency, config.rpm, config.tpm, config.rate_window),
+        )
         self._cache = ReplyCache(config.cache_path) if config.use_cache and config.cache_path else None
         self._usage: dict[str, Usage] = defaultdict(Usage)
         self._cache_hits: dict[str, int] = defaultdict(int)
@@ -138,9 +154,10 @@ class JudgeClient:
         replies: list[JudgeReply] = []
         usage = Usage()
         failure: ParseFailure | None = None
+        tokens = estimate_tokens(request)
         for sample_index in range(first_sample_index, first_sample_index + max_tries):
             try:
-                reply = self._reply_for(body, judge_version, sample_index, attempts)
+                reply = self._reply_for(body, judge_version, sample_index, attempts, tokens)
             except (TransportError, RequestRejected) as error:
                 failure = ParseFailure("request_failed", self.redact(str(error)))
                 break
@@ -228,29 +245,40 @@ class JudgeClient:
             self._usage[judge_version] = self._usage[judge_version] + usage
             self._cache_hits[judge_version] += sum(reply.cached for reply in replies)
 
-    def _reply_for(self, body: dict[str, Any], judge_version: str, sample_index: int, attempts: list[Attempt]) -> JudgeReply:
+    def _reply_for(
+        self, body: dict[str, Any], judge_version: str, sample_index: int, attempts: list[Attempt],
+        tokens: TokenEstimate = NO_ESTIMATE,
+    ) -> JudgeReply:
         key = request_key(body, judge_version, sample_index)
         if self._cache is not None:
             cached = self._cache.get(key)
             if cached is not None:
                 attempts.append(Attempt("cache_hit", 0.0, sample_index))
                 return cached
-        reply = self._request_with_retries(body, sample_index, attempts)
+        reply = self._request_with_retries(body, sample_index, attempts, tokens)
         if self._cache is not None:
             self._cache.put(key, judge_version, reply)
         return reply
 
-    def _request_with_retries(self, body: dict[str, Any], sample_index: int, attempts: list[Attempt]) -> JudgeReply:
+    def _request_with_retries(
+        self, body: dict[str, Any], sample_index: int, attempts: list[Attempt], tokens: TokenEstimate = NO_ESTIMATE
+    ) -> JudgeReply:
         last_error: TransportError | None = None
         for attempt_number in range(self.config.max_attempts):
             self.breaker.check()
             started = time.monotonic()
             try:
-                with self._slots:
-                    reply = self._request_once(body)
+                with self._slots, self.budget.slot():
+                    ticket = self.budget.admit(tokens.total)
+                    reply, limits = self._request_once(body)
+                    # As an API's limiter counts it: the prompt as it counted it, the reply as reserved.
+                    self.budget.settle(ticket, reply.usage.prompt_tokens + max(tokens.reply, reply.usage.completion_tokens))
+                self._pace(limits, tokens.total)
             except TransportError as error:
                 attempts.append(Attempt(error.outcome, time.monotonic() - started, sample_index, self.redact(error.detail)[:200]))
                 last_error = error
+                if error.outcome == "http_429" and error.retry_after:
+                    self.budget.pause_all(min(error.retry_after, self.config.backoff_max))
                 if error.unfixable:
                     self.breaker.record_unfixable(self.config.endpoint_label, self.redact(error.detail)[:200])
                     self.breaker.check()
@@ -272,6 +300,14 @@ class JudgeClient:
             last_error.outcome, f"gave up after {self.config.max_attempts} attempts; last: {last_error.detail}"
         )
 
+    def _pace(self, limits: RateLimitState, tokens: int) -> None:
+        """Follow the API's rate-limit headers: its limits cap the shared windows (where ours are not lower),
+        and an exhausted window pauses every process until it resets."""
+        if not limits.known:
+            return
+        self.budget.learn(limits.limit_requests, limits.limit_tokens)
+        self.budget.pause_all(limits.wait_before_next(tokens))
+
     def _backoff(self, attempt_number: int, retry_after: float | None) -> float:
         """Full-jitter exponential backoff, but never sooner than the server's Retry-After."""
         ceiling = min(self.config.backoff_max, self.config.backoff_initial * (2**attempt_number))
@@ -280,7 +316,7 @@ class JudgeClient:
             delay = max(delay, min(retry_after, self.config.backoff_max))
         return delay
 
-    def _request_once(self, body: dict[str, Any]) -> JudgeReply:
+    def _request_once(self, body: dict[str, Any]) -> tuple[JudgeReply, RateLimitState]:
         import httpx
 
         try:
@@ -320,7 +356,11 @@ class JudgeClient:
             reply = replace(reply, content=self.redact(reply.content), logprobs=None)
         if reply.refusal is not None and self.redact(reply.refusal) != reply.refusal:
             reply = replace(reply, refusal=self.redact(reply.refusal))
-        return reply
+        try:
+            limits = read_rate_limit_headers(response.headers)
+        except RateLimitHeaderError as error:
+            raise RequestRejected(200, f"unreadable rate-limit header: {error}") from None
+        return reply, limits
 
 
 def redact_secret(text: str, secret: str | None) -> str:

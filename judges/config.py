@@ -49,6 +49,11 @@ class JudgeConfig:
     use_cache: bool = True
     # Consecutive failures no retry can fix (refused, DNS, 401/403/404) before the rest fail fast; 0: never.
     breaker_threshold: int = 5
+    # Requests and tokens per minute for ALL processes of a run on this machine (None: no limit of ours; the
+    # API's rate-limit headers still pace). `max_concurrency` is machine-wide too (capjudge.judges.budget).
+    rpm: int | None = None
+    tpm: int | None = None
+    rate_window: float = 60.0  # the seconds RPM/TPM count over; shorter only to test pacing quickly
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: object) -> "JudgeConfig":
@@ -74,6 +79,9 @@ class JudgeConfig:
             ("timeout", "CAPJUDGE_TIMEOUT", float),
             ("max_attempts", "CAPJUDGE_MAX_ATTEMPTS", int),
             ("breaker_threshold", "CAPJUDGE_BREAKER_THRESHOLD", int),
+            ("rpm", "CAPJUDGE_RPM", int),
+            ("tpm", "CAPJUDGE_TPM", int),
+            ("rate_window", "CAPJUDGE_RATE_WINDOW_SECONDS", float),
         ):
             if env.get(env_name):
                 try:
@@ -119,6 +127,12 @@ class JudgeConfig:
             raise ConfigError(f"max_attempts must be at least 1, got {self.max_attempts}")
         if self.breaker_threshold < 0:
             raise ConfigError(f"breaker_threshold must be >= 0 (0 turns it off), got {self.breaker_threshold}")
+        for name in ("rpm", "tpm"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise ConfigError(f"CAPJUDGE_{name.upper()} must be at least 1 (unset it for no limit), got {value}")
+        if self.rate_window <= 0:
+            raise ConfigError(f"CAPJUDGE_RATE_WINDOW_SECONDS must be positive, got {self.rate_window}")
         if self.timeout <= 0:
             raise ConfigError(f"timeout must be positive, got {self.timeout}")
         if self.api_type == "azure" and not self.azure_endpoint:

@@ -29,7 +29,7 @@ from types import MappingProxyType
 from typing import Any, Literal, Mapping, Sequence
 
 from capjudge.judges.gveval_parser import GVEvalResult, Scoring, make_reply_parser
-from capjudge.judges.types import BadInput, ChatRequest, ImagePart, ParseFailure
+from capjudge.judges.types import BAD_INPUT, BadInput, ChatRequest, ImagePart, ParseFailure
 from capjudge.judges.video import FrameSource, VideoError, load_frames, sample_frames
 
 __all__ = [
@@ -43,7 +43,6 @@ __all__ = [
     "render_prompt",
 ]
 
-BAD_INPUT = "bad_input"
 
 # Part of every cache key: bump when the prompt, the image or the parsing changes what a reply means.
 JUDGE_VERSION = "gveval-accr-video/1"

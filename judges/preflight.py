@@ -74,7 +74,8 @@ def _send_probe(config: JudgeConfig, model: str, needs_logprobs: bool) -> None:
         body.update(logprobs=True, top_logprobs=5)
     sdk = JudgeClient._build_sdk_client(config.with_overrides(max_concurrency=1, timeout=min(config.timeout, 60.0)))
     try:
-        completion = sdk.chat.completions.create(**body, extra_headers={PREFLIGHT_HEADER: "1"})
+        raw = sdk.chat.completions.with_raw_response.create(**body, extra_headers={PREFLIGHT_HEADER: "1"})
+        completion = raw.parse()
     except openai.APIConnectionError as error:
         cause = error.__cause__ or error
         variable = "AZURE_OPENAI_ENDPOINT" if config.api_type == "azure" else "OPENAI_BASE_URL"
@@ -105,6 +106,13 @@ def _send_probe(config: JudgeConfig, model: str, needs_logprobs: bool) -> None:
         raise ConfigError(f"pre-flight: {where} did not answer with a chat completion: {str(error)[:200]}") from None
     finally:
         sdk.close()
+    from capjudge.judges.rate_limits import RateLimitHeaderError, read_rate_limit_headers
+
+    try:  # pacing follows these headers: one that cannot be read is a configuration problem, found now
+        read_rate_limit_headers(raw.headers)
+    except RateLimitHeaderError as error:
+        raise ConfigError(f"pre-flight: {where} sent a rate-limit header capjudge cannot read ({error}); "
+                          f"pacing by it would be wrong {skip}") from None
     choices = getattr(completion, "choices", None)
     if not choices:
         raise ConfigError(f"pre-flight: {where} answered a completion with no choices")

@@ -15,6 +15,10 @@ from typing import Any, Generic, Literal, Mapping, Protocol, TypeVar, runtime_ch
 T = TypeVar("T")
 
 
+# The failure kind of an item whose inputs cannot make a request, in every judge, task and command.
+BAD_INPUT = "bad_input"
+
+
 class BadInput(ValueError):
     """This item's inputs cannot make a judge request (no references, a caption that is not text, no
     visual input). The judges report such an item unjudged as `bad_input`; any other exception while building

@@ -17,7 +17,7 @@ import math
 import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
@@ -61,6 +61,7 @@ class LeaderboardRow:
     comparisons: Mapping[str, Comparison]  # score column key -> comparison with that column's top model
     judges: Mapping[str, tuple[str, ...]]  # task -> judge labels
     n_items: Mapping[str, int | None]  # task -> items in the samples log
+    usage: Mapping[str, Mapping[str, int]] = field(default_factory=dict)  # task -> requests, tokens, cached items
 
     def comparison_for(self, column: MetricColumn) -> Comparison | None:
         return self.comparisons.get(column.key)
@@ -137,6 +138,7 @@ def build_leaderboard(
             comparisons=comparisons[run.name],
             judges={task: tuple(sorted(j.label() for j in t.judges)) for task, t in run.tasks.items()},
             n_items={task: t.n_items for task, t in run.tasks.items()},
+            usage={task: t.usage for task, t in run.tasks.items() if t.usage},
         )
         for run in runs
     ]

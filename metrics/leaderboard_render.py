@@ -20,6 +20,7 @@ from capjudge.metrics.leaderboard import Leaderboard, LeaderboardRow, MetricColu
 from capjudge.metrics.leaderboard_stats import Comparison, Estimate
 
 WORSE_MARK = "▼"
+USAGE_FIELDS = ("requests", "prompt_tokens", "completion_tokens", "cached_items")
 
 
 @dataclass(frozen=True)
@@ -138,7 +139,21 @@ def render_markdown(board: Leaderboard) -> str:
     lines += [row_text(header), "|" + "|".join("---" for _ in header) + "|"]
     lines += [row_text(_row_cells(row, board)) for row in board.rows]
     lines += ["", _legend(board), ""]
+    lines += _usage_lines(board)
     return "\n".join(lines)
+
+
+def _usage_lines(board: Leaderboard) -> list[str]:
+    """What judging each run cost, as the API reported it (items answered from the cache cost nothing)."""
+    rows = [(row.name, task, usage) for row in board.rows for task, usage in row.usage.items()]
+    if not rows:
+        return []
+    lines = ["## Judge usage", "", "| model | task | items | from cache | requests | prompt tokens | completion tokens |",
+             "|---|---|---|---|---|---|---|"]
+    for name, task, usage in rows:
+        lines.append(f"| {name} | {task} | {usage.get('items', 0)} | {usage.get('cached_items', 0)} | "
+                     f"{usage.get('requests', 0)} | {usage.get('prompt_tokens', 0):,} | {usage.get('completion_tokens', 0):,} |")
+    return lines + [""]
 
 
 def write_csv(board: Leaderboard, path: Path) -> None:
@@ -150,6 +165,7 @@ def write_csv(board: Leaderboard, path: Path) -> None:
     header += ["rank_metric", "top_model", "test"]
     tasks = list(dict.fromkeys(c.task for c in board.columns))
     header += [f"items_{task}" for task in tasks] + [f"judge_{task}" for task in tasks]
+    header += [f"{name}_{task}" for task in tasks for name in USAGE_FIELDS]
     with Path(path).open("w", newline="", encoding="utf-8") as handle:
         writer = csv.writer(handle)
         writer.writerow(header)
@@ -173,6 +189,7 @@ def write_csv(board: Leaderboard, path: Path) -> None:
             ]
             cells += [row.n_items.get(task) if row.n_items.get(task) is not None else "" for task in tasks]
             cells += ["; ".join(row.judges.get(task, ())) for task in tasks]
+            cells += [row.usage.get(task, {}).get(name, "") for task in tasks for name in USAGE_FIELDS]
             writer.writerow(cells)
 
 

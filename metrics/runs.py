@@ -22,7 +22,7 @@ import json
 import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -96,6 +96,9 @@ class TaskRun:
     judges: Mapping[JudgeInfo, int]  # judge -> number of items it scored
     judge_source: Literal["samples", "config", "unknown"]
     samples_path: Path | None
+    # What judging cost, summed over the logged records (requests and tokens as the API reported them; items
+    # answered from the cache counted apart). Empty for runs whose records carry no usage.
+    usage: Mapping[str, int] = field(default_factory=dict)
     # Metrics the task declares descriptive (`metadata.descriptive_metrics`, e.g. caption length): shown with
     # a CI, never ranked, charted or tested, since a higher value is not a better model.
     descriptive: frozenset[str] = frozenset()
@@ -281,11 +284,14 @@ def _read_task(
     seen_value = {metric: False for metric in metric_names}
     keys: list[str] = []
     judges: Counter[JudgeInfo] = Counter()
+    usage: Counter[str] = Counter()
     for position, line in enumerate(lines):
         keys.append(_item_key(line))
-        judge = JudgeInfo.from_logged(logged_record(line).get(JUDGE_FIELD))
+        record = logged_record(line)
+        judge = JudgeInfo.from_logged(record.get(JUDGE_FIELD))
         if judge is not None:
             judges[judge] += 1
+        _add_usage(usage, record.get("judgment"))
         for metric in metric_names:
             raw = line.get(metric)
             number = _number(raw, score_key)
@@ -311,10 +317,21 @@ def _read_task(
         values=values,
         bool_valued={m: bool_valued[m] and seen_value[m] for m in metric_names},
         judges=dict(judges),
+        usage=dict(usage),
         judge_source=judge_source,
         descriptive=descriptive,
         samples_path=samples_path,
     )
+
+
+def _add_usage(usage: Counter[str], judgment: Any) -> None:
+    if not isinstance(judgment, Mapping) or not isinstance(judgment.get("usage"), Mapping):
+        return
+    usage["items"] += 1
+    usage["cached_items"] += int(bool(judgment.get("cache_hit")))
+    usage["requests"] += int(judgment.get("requests") or 0)
+    for name in ("prompt_tokens", "completion_tokens"):
+        usage[name] += int(judgment["usage"].get(name) or 0)
 
 
 def _read_samples(path: Path) -> list[dict[str, Any]]:

@@ -21,8 +21,9 @@ overridden per run by CAPJUDGE_ANYCAP_TOLERANCE and CAPJUDGE_ANYCAP_INSTRUCTION_
 from __future__ import annotations
 
 import logging
+import statistics
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -58,7 +59,7 @@ from capjudge.tasks.harness import (
     record_id,
     setting,
 )
-from capjudge.tasks.judged_task import VIDEO_MISSING, JudgedTask, JudgeSettings, count_judged
+from capjudge.tasks.judged_task import VIDEO_MISSING, JudgedTask, JudgeSettings, count_judged, resolve_samples
 
 __all__ = [
     "ANYCAP_FORMAT",
@@ -172,6 +173,7 @@ class AnyCapSettings(JudgeSettings):
     instruction_rule: bool
     max_tries: int
     constrained_output: bool
+    samples: int = 1
 
     judge_name: ClassVar[str] = JUDGE_NAME
     judge_version: ClassVar[str] = JUDGE_VERSION
@@ -193,6 +195,7 @@ class AnyCapSettings(JudgeSettings):
             ),
             max_tries=setting(metadata, "max_tries", PUBLISHED_MAX_TRIES, parse_positive_int),
             constrained_output=constrained_output_enabled(env),
+            samples=resolve_samples(metadata, env),
         )
 
     def local_reply_constraint(self) -> dict[str, Any]:
@@ -205,6 +208,7 @@ class AnyCapSettings(JudgeSettings):
             "max_tries": self.max_tries,
             "sampling": {"temperature": DEFAULT_TEMPERATURE, "max_tokens": DEFAULT_MAX_TOKENS},
             "constrained_output": self.constrained_output,
+            **({"samples": self.samples} if self.samples > 1 else {}),
         }
 
 
@@ -235,6 +239,21 @@ class AnyCapTask(JudgedTask):
         """Unjudged, with the word counts and the length check still recorded."""
         tolerance = check_length_tolerance(doc["caption_type"], caption, doc["reference"], settings.tolerance, item=str(doc["id"]))
         return AnyCapResult.from_checks(None, tolerance, None, failure=failure.kind, failure_detail=failure.detail)
+
+    @classmethod
+    def combine(cls, results: list[AnyCapResult]) -> AnyCapResult:
+        """The mean judge and final scores of the judged replies; capped when any reply was capped (the
+        length checks are the caption's, the same for every reply)."""
+        judged = [r for r in results if r.ok]
+        if not judged:
+            return results[0]
+        return replace(
+            judged[0],
+            judge_score=statistics.fmean(r.judge_score for r in judged),  # type: ignore[arg-type]
+            final_score=statistics.fmean(r.final_score for r in judged),  # type: ignore[arg-type]
+            capped_by=next((r.capped_by for r in judged if r.capped_by is not None), None),
+            reason=None,
+        )
 
     @classmethod
     def metric_values(cls, doc: Mapping[str, Any], result: AnyCapResult) -> dict[str, Any]:

@@ -205,6 +205,12 @@ class CaptionsFile(lmms):
         return f"field-{self.field}"
 
     @property
+    def device(self) -> str:
+        """Where lmms-eval puts its multi-process bookkeeping tensors (the counts it gathers across ranks
+        under `accelerate launch`): the CPU, since this model computes nothing."""
+        return "cpu"
+
+    @property
     def source(self) -> str:
         if self.caption_set is not None:
             return f"captions file {self.caption_set.path}"

@@ -23,8 +23,9 @@ every request. The judge model is the client's (MODEL_VERSION / CAPJUDGE_JUDGE_M
 from __future__ import annotations
 
 import logging
+import statistics
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -54,7 +55,8 @@ from capjudge.tasks.harness import (
     record_id,
     setting,
 )
-from capjudge.tasks.judged_task import VIDEO_MISSING, JudgedTask, JudgeSettings, count_judged
+from capjudge.judges.gveval_parser import SCORE_NAMES
+from capjudge.tasks.judged_task import VIDEO_MISSING, JudgedTask, JudgeSettings, count_judged, resolve_samples
 
 __all__ = [
     "DIMENSIONS",
@@ -163,6 +165,7 @@ class GVEvalSettings(JudgeSettings):
     mode: str
     max_tries: int
     constrained_output: bool
+    samples: int = 1
 
     judge_name: ClassVar[str] = JUDGE_NAME
     judge_version: ClassVar[str] = JUDGE_VERSION
@@ -176,6 +179,7 @@ class GVEvalSettings(JudgeSettings):
             mode=setting(metadata, "mode", "frames", parse_choice(MODES), env_name="CAPJUDGE_GVEVAL_MODE", env=env),
             max_tries=setting(metadata, "max_tries", DEFAULT_MAX_TRIES, parse_positive_int),
             constrained_output=constrained_output_enabled(env),
+            samples=resolve_samples(metadata, env),
         )
 
     @property
@@ -197,6 +201,7 @@ class GVEvalSettings(JudgeSettings):
             "max_tries": self.max_tries,
             "sampling": dict(DEFAULT_SAMPLING),
             "constrained_output": self.constrained_output,
+            **({"samples": self.samples} if self.samples > 1 else {}),
         }
 
 
@@ -218,6 +223,15 @@ class GVEvalTask(JudgedTask):
     @classmethod
     def unjudged(cls, doc: Mapping[str, Any], caption: str, settings: GVEvalSettings, failure: ParseFailure) -> GVEvalResult:
         return GVEvalResult.unjudged(failure, settings.scoring)  # type: ignore[arg-type]
+
+    @classmethod
+    def combine(cls, results: list[GVEvalResult]) -> GVEvalResult:
+        judged = [r for r in results if r.ok]
+        if not judged:
+            return results[0]
+        means = {name: statistics.fmean(getattr(r, name) for r in judged) for name in SCORE_NAMES}
+        reasons = "; ".join(r.fallback_reason for r in judged if r.fallback_reason) or None
+        return replace(judged[0], **means, dimensions={}, fallback_reason=reasons, reasoning="", raw_reply=None)
 
     @classmethod
     def metric_values(cls, doc: Mapping[str, Any], result: GVEvalResult) -> dict[str, Any]:

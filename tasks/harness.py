@@ -296,10 +296,14 @@ class ObservedClient:
     instance per item, so concurrent items never see each other's outcome.
     """
 
-    def __init__(self, client: Any, *, extra_params: Mapping[str, Any] | None = None, default_model: str | None = None):
+    def __init__(self, client: Any, *, extra_params: Mapping[str, Any] | None = None, default_model: str | None = None,
+                 sample_offset: int = 0):
         self._client = client
         self._extra_params = dict(extra_params or {})
         self._default_model = default_model
+        # Added to every sample index the judge asks for: the j-th of k independent replies starts at
+        # j x max_tries, so its re-asks never take another reply's indices (and k = 1 is unchanged).
+        self._sample_offset = sample_offset
         self.outcome: Any = None
 
     def judge(self, request: Any, parse: Callable[[Any], Any], **kwargs: Any) -> Any:
@@ -308,6 +312,8 @@ class ObservedClient:
             params=merge_request_params(request.params, self._extra_params),
             model=request.model or self._default_model,
         )
+        if self._sample_offset:
+            kwargs["first_sample_index"] = kwargs.get("first_sample_index", 0) + self._sample_offset
         self.outcome = self._client.judge(request, parse, **kwargs)
         return self.outcome
 
@@ -323,6 +329,13 @@ class ObservedClient:
     @property
     def requests_made(self) -> int:
         return self.outcome.usage.requests if self.outcome is not None else 0
+
+    @property
+    def usage(self) -> Any:
+        """Tokens and requests this item cost this time, as the API reported them (none for cached replies)."""
+        from capjudge.judges.types import Usage
+
+        return self.outcome.usage if self.outcome is not None else Usage()
 
 
 # ----------------------------------------------------------------------------------------------------------

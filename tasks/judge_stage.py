@@ -182,18 +182,10 @@ def judge_stage(
 ) -> StageOutcome:
     """Judge every item of `task_name` that `source` has a caption for; write the run. With `batch`
     (`capjudge.tasks.batch_stage.BatchOptions`) the replies come through the Batch API first."""
-    from lmms_eval.tasks import TaskManager
-
     from capjudge.tasks.prejudge import item_key
-    from capjudge.tasks.judged_task import JudgedTask
 
-    manager = TaskManager("ERROR", include_path=str(include_path), include_defaults=False)
-    if task_name not in manager.all_tasks:
-        raise JudgeStageError(f"no task {task_name!r} in {include_path}")
-    task = manager.load_task_or_group([task_name])[task_name]  # data, settings and pre-flight checks
-    if not isinstance(task, JudgedTask):
-        raise JudgeStageError(f"task {task_name!r} is not a capjudge judged task")
-    paired = _pair_captions(source, list(task.eval_docs), task)
+    task = load_judged_task(task_name, include_path)
+    paired = pair_captions(source, list(task.eval_docs), task)
     items = [(doc, caption) for _, doc, caption in paired]
     client_for = None
     if batch is not None:
@@ -231,7 +223,22 @@ def judge_stage(
     return StageOutcome(written, failed, len(lines))
 
 
-def _pair_captions(
+def load_judged_task(task_name: str, include_path: Path) -> Any:
+    """The task exactly as lmms-eval builds it (YAML, data, settings, environment overrides, pre-flight)."""
+    from lmms_eval.tasks import TaskManager
+
+    from capjudge.tasks.judged_task import JudgedTask
+
+    manager = TaskManager("ERROR", include_path=str(include_path), include_defaults=False)
+    if task_name not in manager.all_tasks:
+        raise JudgeStageError(f"no task {task_name!r} in {include_path}")
+    task = manager.load_task_or_group([task_name])[task_name]
+    if not isinstance(task, JudgedTask):
+        raise JudgeStageError(f"task {task_name!r} is not a capjudge judged task")
+    return task
+
+
+def pair_captions(
     source: CaptionSource, docs: Sequence[Mapping[str, Any]], task: Any
 ) -> list[tuple[int, Mapping[str, Any], str]]:
     """(doc_id, doc, caption) for every item to judge, in the task's order; bad input is a JudgeStageError."""

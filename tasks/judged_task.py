@@ -22,18 +22,23 @@ cache hit, requests). `capjudge.metrics.run_reader` reads it back.
 from __future__ import annotations
 
 import logging
+import os
+import statistics
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from capjudge.judges.cache import check_local_filesystem
 from capjudge.judges.client import shared_client
 from capjudge.judges.config import JudgeConfig
 from capjudge.judges.preflight import preflight_enabled, probe_judge
-from capjudge.judges.types import JudgeResult, ParseFailure
+from capjudge.judges.types import JudgeResult, ParseFailure, Usage
 from capjudge.tasks.harness import (
     ObservedClient,
     check_videos,
     missing_video_problem,
+    parse_positive_int,
+    setting,
     video_path,
 )
 from capjudge.tasks.prejudge import PrejudgedItems, item_key, prejudge
@@ -89,6 +94,12 @@ class JudgeSettings:
         }
 
 
+def resolve_samples(metadata: Mapping[str, Any], env: Mapping[str, str] | None = None) -> int:
+    """k replies per item: task metadata `judge_samples`, overridden by CAPJUDGE_JUDGE_SAMPLES (default 1, the
+    published protocol)."""
+    return setting(metadata, "judge_samples", 1, parse_positive_int, env_name="CAPJUDGE_JUDGE_SAMPLES", env=env)
+
+
 @dataclass(frozen=True)
 class ItemJudgment:
     """One caption's judgment as the sample log records it: the judge's typed result plus how it was got."""
@@ -100,6 +111,9 @@ class ItemJudgment:
     raw_reply: str | None
     cache_hit: bool
     requests: int
+    usage: Usage = Usage()
+    # With k > 1 replies per item (judge_samples): each reply's own record; `result` is their combination.
+    samples: tuple[Mapping[str, Any], ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -113,7 +127,21 @@ class ItemJudgment:
             "raw_reply": self.raw_reply,
             "cache_hit": self.cache_hit,
             "requests": self.requests,
+            "usage": {"prompt_tokens": self.usage.prompt_tokens, "completion_tokens": self.usage.completion_tokens},
+            # Which process judged it: under `accelerate launch` each rank judges its own shard of the items.
+            "process": {"rank": int(os.environ.get("RANK", "0") or 0), "pid": os.getpid()},
+            **({"samples": list(self.samples), "spread": _spread(self.samples)} if self.samples else {}),
         }
+
+
+def _spread(samples: Sequence[Mapping[str, Any]]) -> dict[str, float | None]:
+    """Per score, the standard deviation of the judged replies (None with fewer than two)."""
+    names = [name for name, value in (samples[0].get("scores") or {}).items()] if samples else []
+    spread: dict[str, float | None] = {}
+    for name in names:
+        values = [s["scores"][name] for s in samples if s.get("failure") is None and s["scores"].get(name) is not None]
+        spread[name] = statistics.stdev(values) if len(values) > 1 else None
+    return spread
 
 
 @dataclass(frozen=True)
@@ -145,6 +173,11 @@ class JudgedTask(SourcedTask):
     def metric_values(cls, doc: Mapping[str, Any], result: Any) -> dict[str, Any]:
         raise NotImplementedError
 
+    @classmethod
+    def combine(cls, results: list[Any]) -> Any:
+        """One result from k replies to the same item: the mean of the judged ones' scores."""
+        raise NotImplementedError
+
     # -- one item -------------------------------------------------------------------------------------------
 
     @classmethod
@@ -161,11 +194,23 @@ class JudgedTask(SourcedTask):
                 log.error("%s %s -> item unjudged (%s)", judge, problem, VIDEO_MISSING)
                 result = cls.unjudged(doc, caption, settings, ParseFailure(VIDEO_MISSING, problem))
                 return ItemJudgment(item_id, caption, shown_video, result, raw_reply=None, cache_hit=False, requests=0)
-        observed = ObservedClient(client, extra_params=settings.extra_request_params(), default_model=settings.published_model)
-        result = cls.run_judge(doc, caption, settings, observed, video)
+        k = getattr(settings, "samples", 1)
+        replies = []
+        for j in range(k):  # k independent replies at the judge's own sampling, each its own cache entry
+            observed = ObservedClient(client, extra_params=settings.extra_request_params(),
+                                      default_model=settings.published_model, sample_offset=j * settings.max_tries)
+            replies.append((cls.run_judge(doc, caption, settings, observed, video), observed))
+        result = replies[0][0] if k == 1 else cls.combine([r for r, _ in replies])
         if not result.ok:
             log.warning("%s item %s unjudged: %s: %s", judge, item_id, result.failure_kind, (result.failure_detail or "")[:300])
-        return ItemJudgment(item_id, caption, shown_video, result, observed.raw_reply, observed.cache_hit, observed.requests_made)
+        first = replies[0][1]
+        usage = sum((observed.usage for _, observed in replies), Usage())
+        samples = tuple(
+            {**r.log_fields(), "raw_reply": o.raw_reply, "cache_hit": o.cache_hit, "requests": o.requests_made}
+            for r, o in replies
+        ) if k > 1 else ()
+        return ItemJudgment(item_id, caption, shown_video, result, first.raw_reply,
+                            all(o.cache_hit for _, o in replies), sum(o.requests_made for _, o in replies), usage, samples)
 
     @classmethod
     def item_metrics(cls, doc: Mapping[str, Any], judgment: ItemJudgment, identity: Mapping[str, Any]) -> dict[str, Any]:
@@ -191,8 +236,10 @@ class JudgedTask(SourcedTask):
     # -- load-time checks -------------------------------------------------------------------------------
 
     def check_ready(self) -> None:
-        """The settings parse and the judge is configured."""
-        self._resolve()
+        """The settings parse, the judge is configured, and its reply cache can live where it is configured."""
+        config = self._resolve().config
+        if config.use_cache and config.cache_path is not None:
+            check_local_filesystem(config.cache_path)
 
     def check_judge(self) -> None:
         """Unless CAPJUDGE_PREFLIGHT=0: the judge answers one minimal request with the model items will use."""

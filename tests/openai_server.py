@@ -75,6 +75,11 @@ def prompt_text(body: dict[str, Any]) -> str:
     return LoggedRequest(body, 0.0).prompt_text
 
 
+def prompt_tokens_of(body: dict[str, Any]) -> int:
+    """The prompt tokens this server reports (and counts against its TPM limit): one per word."""
+    return len(prompt_text(body).split())
+
+
 def tokens_of(text: str) -> list[str]:
     """Split a reply into tokens the way GPT-4o-class tokenizers roughly do: numbers stay whole."""
     return re.findall(r"[^\W\d_]+|\d+|\s+|[^\w\s]|_", text)
@@ -146,6 +151,14 @@ class OpenAITestServer:
         self.required_key: str | None = None
         self.models: set[str] | None = None
         self.logprobs_supported = True
+        # Rate limits the server enforces on judgments, OpenAI-style: requests and tokens (the reported prompt
+        # tokens plus max_tokens) over a sliding window; over a limit it answers 429 with Retry-After. Every
+        # judgment answer carries x-ratelimit-* headers while a limit is set. `rate_limited` counts the 429s.
+        self.rpm_limit: int | None = None
+        self.tpm_limit: int | None = None
+        self.rate_window = 60.0
+        self.rate_limited = 0
+        self._window: deque[tuple[float, int]] = deque()
         self.in_flight = 0
         self.max_in_flight = 0
         self._lock = threading.Lock()
@@ -171,6 +184,10 @@ class OpenAITestServer:
             self.required_key = None
             self.models = None
             self.logprobs_supported = True
+            self.rpm_limit = self.tpm_limit = None
+            self.rate_window = 60.0
+            self.rate_limited = 0
+            self._window.clear()
             self.responder = responder
             self.latency = 0.0
             self.max_in_flight = self.in_flight
@@ -209,6 +226,37 @@ class OpenAITestServer:
                 return self.scripted.popleft()
         return self.responder(body)
 
+    def _rate_check(self, body: dict[str, Any]) -> tuple[bool, dict[str, str]]:
+        """Whether this judgment fits the rate limits (and is counted if so), and the headers to send."""
+        if self.rpm_limit is None and self.tpm_limit is None:
+            return True, {}
+        tokens = prompt_tokens_of(body) + int(body.get("max_tokens") or 0)
+        with self._lock:
+            now = time.time()
+            while self._window and self._window[0][0] <= now - self.rate_window:
+                self._window.popleft()
+            count, used = len(self._window), sum(t for _, t in self._window)
+            fits = (self.rpm_limit is None or count + 1 <= self.rpm_limit) and \
+                   (self.tpm_limit is None or used + tokens <= self.tpm_limit)
+            if fits:
+                self._window.append((now, tokens))
+                count, used = count + 1, used + tokens
+            else:
+                self.rate_limited += 1
+            reset = max(0.0, self._window[0][0] + self.rate_window - now) if self._window else 0.0
+        headers = {}
+        if self.rpm_limit is not None:
+            headers.update({"x-ratelimit-limit-requests": str(self.rpm_limit),
+                            "x-ratelimit-remaining-requests": str(max(0, self.rpm_limit - count)),
+                            "x-ratelimit-reset-requests": f"{reset:.3f}s"})
+        if self.tpm_limit is not None:
+            headers.update({"x-ratelimit-limit-tokens": str(self.tpm_limit),
+                            "x-ratelimit-remaining-tokens": str(max(0, self.tpm_limit - used)),
+                            "x-ratelimit-reset-tokens": f"{reset:.3f}s"})
+        if not fits:
+            headers["retry-after"] = f"{max(reset, 0.01):.3f}"
+        return fits, headers
+
     def _answer_batch_line(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         answer = self._next_answer(body)
         if isinstance(answer, Fault):
@@ -239,6 +287,8 @@ class OpenAITestServer:
                 if self.path == "/_stats":  # for tests and benchmarks that run the server in another process
                     with server._lock:
                         stats = {"requests": len(server.log), "max_in_flight": server.max_in_flight,
+                                 "rate_limited": server.rate_limited,
+                                 "arrivals": [entry.arrived for entry in server.log if entry.answer != "429"],
                                  "preflights": len(server.preflights), "batches_created": server.batch.created,
                                  "batch_lines_answered": server.batch.lines_answered}
                     self._send_json(200, stats)
@@ -282,6 +332,11 @@ class OpenAITestServer:
                     server.in_flight += 1
                     server.max_in_flight = max(server.max_in_flight, server.in_flight)
                 try:
+                    fits, rate_headers = server._rate_check(body)
+                    if not fits:
+                        entry.answer = "429"
+                        self._send_json(429, {"error": {"message": "Rate limit reached", "type": "requests"}}, rate_headers)
+                        return
                     if server.latency:
                         time.sleep(server.latency)
                     answer = server._next_answer(body)
@@ -289,7 +344,7 @@ class OpenAITestServer:
                     if isinstance(answer, Fault):
                         self._send_fault(answer)
                     else:
-                        self._send_json(200, server._completion(body, answer, server.logprobs_supported))
+                        self._send_json(200, server._completion(body, answer, server.logprobs_supported), rate_headers)
                 finally:
                     with server._lock:
                         server.in_flight -= 1
@@ -351,7 +406,7 @@ class OpenAITestServer:
                     "top_logprobs": [{"token": alt, "logprob": lp, "bytes": list(alt.encode())} for alt, lp in alternatives[:top_n]],
                 })
             logprobs = {"content": content}
-        prompt_tokens = len(prompt_text(body).split()) if body else 0
+        prompt_tokens = prompt_tokens_of(body) if body else 0
         completion_tokens = len(tokens_of(reply.content or ""))
         return {
             "id": "chatcmpl-test",
@@ -424,11 +479,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--responder", choices=sorted(RESPONDERS), default="rubric")
     parser.add_argument("--fixed-reply", help="answer every request with this text instead of a responder")
     parser.add_argument("--no-logprobs", action="store_true", help="never return logprobs (like some backends)")
+    parser.add_argument("--rpm", type=int, help="enforce this many judgments per window (429 above), with headers")
+    parser.add_argument("--tpm", type=int, help="enforce this many tokens per window (429 above), with headers")
+    parser.add_argument("--rate-window", type=float, default=60.0, help="the window of --rpm/--tpm, in seconds")
     parser.add_argument("--log", help="write the request log (JSON lines, bodies without images) here on exit")
     args = parser.parse_args(argv)
     responder = (lambda body: Reply(args.fixed_reply)) if args.fixed_reply else RESPONDERS[args.responder]
     server = OpenAITestServer(responder, latency=args.latency)
     server.logprobs_supported = not args.no_logprobs
+    server.rpm_limit, server.tpm_limit, server.rate_window = args.rpm, args.tpm, args.rate_window
     server.start()
     print(f"READY {server.base_url}", flush=True)
     try:

@@ -87,7 +87,7 @@ def test_render_rejects_an_unknown_caption_type_and_a_missing_video(tmp_path) ->
     bad_type = capjudge(
         "render", "anycap", "--caption-type", "haiku", "--output", "o", "--reference", "r", "--out", str(tmp_path / "x")
     )
-    assert bad_type.returncode != 0 and "unknown caption type 'haiku'" in bad_type.stderr
+    assert bad_type.returncode == 2 and "unknown caption type 'haiku'" in bad_type.stderr  # as render gveval
     no_video = capjudge(
         "render",
         "anycap",
@@ -144,8 +144,8 @@ def test_parse_jsonl_batch_with_bad_lines(tmp_path) -> None:
     assert len(results) == 5
     assert results[0] == {"score": 4, "reason": "Excellent."}
     assert results[1] == {"error": "no_json"}
-    assert results[2]["error"] == "invalid_input" and results[2]["line"] == 3
-    assert results[3]["error"] == "invalid_input" and results[3]["line"] == 4
+    assert results[2]["error"] == "bad_input" and results[2]["line"] == 3  # the kind every judge uses
+    assert results[3]["error"] == "bad_input" and results[3]["line"] == 4
     assert results[4] == {"score": 0, "reason": "Hallucinated."}
 
 
@@ -241,11 +241,11 @@ def test_length_rule_jsonl_batch_with_bad_lines(tmp_path) -> None:
     assert results[1]["within"] is True and results[1]["max_score"] == 4
     assert results[2] == {"applies": False, "output_words": 1, "reference_words": 10, "within": None, "max_score": 4}
     assert [(r["error"], r["line"]) for r in results[3:]] == [
-        ("invalid_input", 4),
-        ("invalid_input", 5),
+        ("bad_input", 4),
+        ("bad_input", 5),
         ("unknown_caption_type", 6),
         ("invalid_tolerance", 7),
-        ("invalid_input", 8),
+        ("bad_input", 8),
     ]
     # The --tolerance flag is the default for lines without one.
     wide = capjudge("length-rule", "--jsonl", str(batch), "--tolerance", "30")

@@ -141,6 +141,10 @@ def test_cli_ranks_the_strong_set_first_and_flags_the_weak_one(runs, tmp_path, c
     assert "| 1 | strong |" in markdown and "| 2 | weak |" in markdown
     assert "permutation test" in markdown and "Holm" in markdown
     assert "Warnings" not in markdown and "warning:" not in err  # same items, same judge, no failures
+    # What judging cost, from the per-item records: one request per item, tokens as the server reported them.
+    assert rows["weak"][f"requests_{TASK}"] == str(N_ITEMS) and int(rows["weak"][f"prompt_tokens_{TASK}"]) > 0
+    assert rows["weak"][f"cached_items_{TASK}"] == "0"
+    assert "## Judge usage" in markdown and f"| weak | {TASK} | {N_ITEMS} | 0 | {N_ITEMS} |" in markdown
 
 
 @pytest.mark.slow

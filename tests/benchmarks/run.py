@@ -463,6 +463,76 @@ def batch_preparation() -> Section:
     return section
 
 
+_PACED_JUDGE = """
+import json, os, sys, time
+from capjudge.judges.client import JudgeClient
+from capjudge.judges.config import JudgeConfig
+from capjudge.judges.types import ChatRequest
+n, offset = int(sys.argv[1]), int(sys.argv[2])
+client = JudgeClient(JudgeConfig.from_env(model="test-judge"))
+requests = [ChatRequest(parts=(f"item {offset + i}: judge this caption " + "word " * 40,), params={"max_tokens": 20})
+            for i in range(n)]
+outcomes = client.judge_many(requests, lambda reply: reply.content, judge_version="bench-paced")
+print(json.dumps({"pid": os.getpid(), "judged": sum(o.ok for o in outcomes)}))
+"""
+
+
+@benchmark("rate_limits")
+def rate_limits() -> Section:
+    """Issue 16: a test server enforcing RPM or TPM over 60 s (429 above, x-ratelimit-* headers), judged by
+    2 processes (and by 1, for comparison) sharing one budget; 130 s per run, so two full windows."""
+    import json
+    import subprocess
+
+    section = Section("Rate limits: one budget for 2 processes against a server enforcing RPM or TPM (60 s window)")
+    window = 60.0
+    runs = {
+        # name: (server flags, client env, processes, allowed requests/s)
+        "rpm_2_processes": (("--rpm", "300"), {"CAPJUDGE_RPM": "300"}, 2, 300 / window),
+        "rpm_1_process": (("--rpm", "300"), {"CAPJUDGE_RPM": "300"}, 1, 300 / window),
+        "tpm_2_processes": (("--tpm", "24000"), {"CAPJUDGE_TPM": "24000"}, 2, None),
+        "headers_only_2_processes": (("--rpm", "300"), {}, 2, 300 / window),
+    }
+    for name, (server_flags, client_env, processes, allowed) in runs.items():
+        with tempfile.TemporaryDirectory() as tmp, ServerProcess(*server_flags, "--rate-window", str(window), latency=0.05) as server:
+            env = {**os.environ, "OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "bench",
+                   "CAPJUDGE_CACHE": str(Path(tmp) / "cache.sqlite"), "CAPJUDGE_MAX_CONCURRENCY": "16", **client_env}
+            per_process = int(2.2 * 300 / processes) if allowed else int(2.2 * 24000 / 70 / processes)
+            started = time.perf_counter()
+            children = [subprocess.Popen([sys.executable, "-c", _PACED_JUDGE, str(per_process), str(10000 * k)], env=env,
+                                         stdout=subprocess.PIPE, text=True) for k in range(processes)]
+            judged = sum(json.loads(child.communicate()[0].strip().splitlines()[-1])["judged"] for child in children)
+            elapsed = time.perf_counter() - started
+            stats = server.stats()
+        arrivals = sorted(stats["arrivals"])
+        # Over the first two full windows: what got through against what the limit allows, and the most that
+        # any sliding window held (the limit must never be exceeded).
+        in_two = [a for a in arrivals if a < arrivals[0] + 2 * window]
+        busiest = max(sum(1 for b in arrivals if a <= b < a + window) for a in arrivals)
+        per_request_tokens = 65  # at the server: the prompt's 45 words + max_tokens 20
+        section.figures += [
+            Figure(f"{name}_judged", judged, "items", f"{processes} process(es), {elapsed:.0f} s"),
+            Figure(f"{name}_429_share", stats["rate_limited"] / max(1, stats["requests"]), "ratio", "target <= 0.01"),
+        ]
+        if allowed:
+            limit = allowed * window
+            section.figures += [
+                Figure(f"{name}_two_windows_vs_allowed", len(in_two) / (2 * limit), "ratio", "target >= 0.95"),
+                Figure(f"{name}_busiest_window_vs_limit", busiest / limit, "ratio", "never > 1"),
+            ]
+        else:
+            limit = 24000 / per_request_tokens
+            section.figures += [
+                Figure(f"{name}_two_windows_tokens_vs_allowed", len(in_two) / (2 * limit), "ratio", "target >= 0.95"),
+                Figure(f"{name}_busiest_window_tokens_vs_limit", busiest / limit, "ratio", "never > 1"),
+            ]
+    section.text = ("Each run: 2 (or 1) `python -c` judges sharing one cache folder, hence one budget "
+                    "(capjudge.judges.budget), against `tests/openai_server.py --rpm/--tpm --rate-window 60`. The "
+                    "client paces evenly inside the window (GCRA) and never lets a sliding window exceed the limit. "
+                    "headers_only: no CAPJUDGE_RPM; the limit is learned from the server's headers.")
+    return section
+
+
 def write_markdown(sections: list[Section], path: Path, command: str) -> None:
     lines = [
         "# capjudge benchmarks",

@@ -1,0 +1,173 @@
+"""What an API says about its rate limits, and what a request will count against them.
+
+Headers (OpenAI's names; Azure OpenAI sends the `remaining` ones and `retry-after-ms`):
+`x-ratelimit-limit-requests`, `x-ratelimit-remaining-requests`, `x-ratelimit-reset-requests` and the same
+three for `-tokens`. Reset values are durations such as "1s", "6m0s", "20ms" or "1m30.5s".
+
+Token estimates, before a request is sent (the TPM limit counts a request when it is made):
+- text: 4 characters per token, the rule of thumb OpenAI gives for English (an exact count needs the model's
+  tokenizer, whose files are a download; after the reply, the usage the API reports replaces the estimate);
+- images: OpenAI's published formula for GPT-4o-class models: detail "low" costs 85 tokens; otherwise the
+  image is fitted within 2048 x 2048, then scaled down so its shorter side is at most 768, and costs 85 plus
+  170 per 512-pixel tile;
+- the reply: `max_tokens` (what OpenAI's limiter reserves for it), else a default.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from capjudge.judges.types import ChatRequest, ImagePart
+
+CHARS_PER_TOKEN = 4
+TOKENS_PER_MESSAGE = 4  # the chat format's own tokens around a message
+DEFAULT_REPLY_TOKENS = 512
+LOW_DETAIL_TOKENS = 85
+TILE_TOKENS = 170
+TILE = 512
+
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
+
+
+class RateLimitHeaderError(ValueError):
+    """A rate-limit header whose value cannot be read; names the header and the value."""
+
+
+def parse_duration(text: str) -> float:
+    """"6m0s" -> 360.0, "20ms" -> 0.02, "1.5" -> 1.5 (plain seconds)."""
+    text = text.strip()
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    position, seconds = 0, 0.0
+    for match in _DURATION_PART.finditer(text):
+        if match.start() != position:
+            break
+        value, unit = float(match.group(1)), match.group(2)
+        seconds += value * {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}[unit]
+        position = match.end()
+    if position != len(text) or not text:
+        raise RateLimitHeaderError(f"not a duration: {text!r}")
+    return seconds
+
+
+@dataclass(frozen=True)
+class RateLimitState:
+    """One response's view of the limits; None where the server said nothing."""
+
+    limit_requests: int | None = None
+    remaining_requests: int | None = None
+    reset_requests: float | None = None  # seconds until the request window has room again
+    limit_tokens: int | None = None
+    remaining_tokens: int | None = None
+    reset_tokens: float | None = None
+
+    @property
+    def known(self) -> bool:
+        return any(value is not None for value in self.__dict__.values())
+
+    def wait_before_next(self, next_tokens: int) -> float:
+        """How long every process should hold off before the next request, by these headers: until the
+        request window resets when none is left, until the token window resets when the next request's
+        estimate does not fit. 0 when the headers allow it now."""
+        wait = 0.0
+        if self.remaining_requests is not None and self.remaining_requests <= 0:
+            wait = max(wait, self.reset_requests if self.reset_requests is not None else 1.0)
+        if self.remaining_tokens is not None and self.remaining_tokens < next_tokens:
+            wait = max(wait, self.reset_tokens if self.reset_tokens is not None else 1.0)
+        return wait
+
+
+def read_rate_limit_headers(headers: Mapping[str, str]) -> RateLimitState:
+    """The rate-limit headers of a response (case-insensitive names). A header that is present but unreadable
+    is a RateLimitHeaderError naming it: pacing on a misread limit would be worse than none."""
+    lowered = {name.lower(): value for name, value in headers.items()}
+
+    def integer(name: str) -> int | None:
+        value = lowered.get(name)
+        if value is None:
+            return None
+        try:
+            return int(float(value))
+        except ValueError:
+            raise RateLimitHeaderError(f"{name}: not a number: {value!r}") from None
+
+    def duration(name: str) -> float | None:
+        value = lowered.get(name)
+        if value is None:
+            return None
+        try:
+            return parse_duration(value)
+        except RateLimitHeaderError:
+            raise RateLimitHeaderError(f"{name}: not a duration: {value!r}") from None
+
+    reset_requests = duration("x-ratelimit-reset-requests")
+    if reset_requests is None and "retry-after-ms" in lowered:  # Azure
+        reset_requests = (integer("retry-after-ms") or 0) / 1000
+    return RateLimitState(
+        limit_requests=integer("x-ratelimit-limit-requests"),
+        remaining_requests=integer("x-ratelimit-remaining-requests"),
+        reset_requests=reset_requests,
+        limit_tokens=integer("x-ratelimit-limit-tokens"),
+        remaining_tokens=integer("x-ratelimit-remaining-tokens"),
+        reset_tokens=duration("x-ratelimit-reset-tokens"),
+    )
+
+
+def image_tokens(width: int, height: int, detail: str | None = "auto") -> int:
+    """OpenAI's image token formula (GPT-4o / 4.1 / 4o-mini class, see the module docstring)."""
+    if detail == "low":
+        return LOW_DETAIL_TOKENS
+    if width <= 0 or height <= 0:
+        raise ValueError(f"image size must be positive, got {width}x{height}")
+    scale = min(1.0, 2048 / max(width, height))
+    width, height = width * scale, height * scale
+    scale = min(1.0, 768 / min(width, height))
+    width, height = width * scale, height * scale
+    return LOW_DETAIL_TOKENS + TILE_TOKENS * math.ceil(width / TILE) * math.ceil(height / TILE)
+
+
+# An image whose size cannot be read from its header is estimated as a 1024 x 1024 one (the API will say).
+UNKNOWN_IMAGE_TOKENS = LOW_DETAIL_TOKENS + 4 * TILE_TOKENS
+
+
+def image_part_tokens(part: ImagePart) -> int:
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with Image.open(io.BytesIO(part.data)) as image:  # reads the header only
+            width, height = image.size
+    except (UnidentifiedImageError, OSError):
+        return LOW_DETAIL_TOKENS if part.detail == "low" else UNKNOWN_IMAGE_TOKENS
+    return image_tokens(width, height, part.detail or "auto")
+
+
+@dataclass(frozen=True)
+class TokenEstimate:
+    text: int
+    images: int
+    reply: int
+
+    @property
+    def prompt(self) -> int:
+        return self.text + self.images
+
+    @property
+    def total(self) -> int:
+        """What a TPM limiter counts when the request is made: the prompt and the reply it may get."""
+        return self.prompt + self.reply
+
+
+NO_ESTIMATE = TokenEstimate(0, 0, 0)
+
+
+def estimate_tokens(request: ChatRequest) -> TokenEstimate:
+    text = sum(len(part) for part in request.parts if isinstance(part, str))
+    images = sum(image_part_tokens(part) for part in request.parts if isinstance(part, ImagePart))
+    reply = request.params.get("max_tokens") or request.params.get("max_completion_tokens") or DEFAULT_REPLY_TOKENS
+    return TokenEstimate(math.ceil(text / CHARS_PER_TOKEN) + TOKENS_PER_MESSAGE, images, int(reply))

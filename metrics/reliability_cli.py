@@ -1,0 +1,61 @@
+"""`capjudge reliability RUN --task T`: judge noise (test-retest) of a run judged with k > 1 replies per item.
+
+    CAPJUDGE_JUDGE_SAMPLES=3 capjudge judge --captions my_model.jsonl --task gveval --out results/k3
+    capjudge reliability results/k3 --task gveval --score accuracy --score mean
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+
+def register(groups: Any) -> None:
+    parser = groups.top.add_parser("reliability", help="judge noise from k replies per item (ICC, alpha, per-item SD)",
+                                   description=__doc__.splitlines()[0])
+    parser.add_argument("run", type=Path, help="an lmms-eval (or capjudge judge) output folder or results file")
+    parser.add_argument("--task", required=True, help="the task whose samples to read")
+    parser.add_argument("--score", action="append", help="a score of the replies (default: all of them)")
+    parser.add_argument("--share", type=float, default=0.1,
+                        help="replies needed for judge noise to be at most this share of the variance (default 0.1)")
+    parser.add_argument("--resamples", type=int, default=1000, help="item-bootstrap resamples for the CIs")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.set_defaults(func=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from capjudge.metrics.jsonl import read_objects
+    from capjudge.metrics.reliability import ReliabilityError, retest_statistics, sample_matrix
+    from capjudge.metrics.runs import LeaderboardError, find_results_files
+
+    try:
+        found = []
+        for results in find_results_files(args.run):
+            samples = results.with_name(f"{results.name.removesuffix('_results.json')}_samples_{args.task}.jsonl")
+            if samples.is_file():
+                found.append(samples)
+        if len(found) != 1:
+            raise ReliabilityError(f"{args.run}: {len(found)} samples files of task {args.task!r} (need exactly one; "
+                                   "run lmms-eval with --log_samples)")
+        lines = read_objects(found[0], ReliabilityError)
+        first = (lines[0].get("judged") or {}).get("judgment", {}).get("samples") if lines else None
+        names = args.score or (list((first[0].get("scores") or {})) if first else ["score"])
+        reports = []
+        for name in names:
+            matrix, k, left_out = sample_matrix(lines, name)
+            reports.append(retest_statistics(matrix, score=name, left_out=left_out, share=args.share,
+                                       n_resamples=args.resamples, seed=args.seed))
+    except (ReliabilityError, LeaderboardError) as error:
+        print(f"capjudge reliability: {error}", file=sys.stderr)
+        return 2
+    print(f"# Judge noise: {found[0]}\n")
+    print("| score | items (left out) | replies | per-item SD | ICC(1,1) | ICC(1,k) | Krippendorff alpha | noise share of one reply | replies for share <= {:.0%} |".format(args.share))
+    print("|---|---|---|---|---|---|---|---|---|")
+    for r in reports:
+        needed = "not measurable" if r.replies_needed is None else str(r.replies_needed)
+        print(f"| {r.score} | {r.items} ({r.left_out}) | {r.replies} | {r.item_sd.text(2)} | {r.icc_single.text()} | "
+              f"{r.icc_mean.text()} | {r.alpha.text()} | {r.noise_share_of_one:.1%} | {needed} |")
+    print(f"\n95% CIs: item bootstrap, {args.resamples} resamples, seed {args.seed} (each item's replies kept together).")
+    return 0

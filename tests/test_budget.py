@@ -1,0 +1,148 @@
+"""One budget for the whole job: CAPJUDGE_MAX_CONCURRENCY, CAPJUDGE_RPM and CAPJUDGE_TPM are totals for all
+processes of a run on a machine, and the API's rate-limit headers pace every process.
+
+Real processes (two `python -c` judges sharing a cache folder, hence a budget folder) against the test server,
+which counts what arrives, enforces the limits itself (429 above them) and sends OpenAI's x-ratelimit-*
+headers. The per-minute window is shortened (CAPJUDGE_RATE_WINDOW_SECONDS, and the server's --rate-window)
+so a test takes seconds; the rule is the same at 60 s.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from capjudge.judges.config import ConfigError, JudgeConfig
+from capjudge.judges.rate_limits import (
+    RateLimitHeaderError,
+    image_tokens,
+    parse_duration,
+    read_rate_limit_headers,
+)
+from conftest import REPO_ROOT
+from openai_server import OpenAITestServer
+
+JUDGE_SCRIPT = """
+import json, os, sys
+from capjudge.judges.client import JudgeClient
+from capjudge.judges.config import JudgeConfig
+from capjudge.judges.types import ChatRequest
+n, offset = int(sys.argv[1]), int(sys.argv[2])
+client = JudgeClient(JudgeConfig.from_env(model="test-judge"))
+requests = [ChatRequest(parts=(f"item {offset + i}: judge this caption " + "word " * 20,), params={"max_tokens": 10})
+            for i in range(n)]
+outcomes = client.judge_many(requests, lambda reply: reply.content, judge_version="budget-test")
+print(json.dumps({"pid": os.getpid(), "judged": sum(o.ok for o in outcomes),
+                  "failures": [o.failure.kind for o in outcomes if not o.ok]}))
+"""
+
+
+def _judges(server, tmp_path: Path, counts: tuple[int, ...], **env: str) -> list[dict]:
+    """Start one judging process per count at once (sharing tmp_path's cache folder) and wait for all."""
+    environment = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "OPENAI_BASE_URL": server.base_url,
+                   "OPENAI_API_KEY": "sk-test", "CAPJUDGE_CACHE": str(tmp_path / "cache.sqlite"), **env}
+    processes = [
+        subprocess.Popen([sys.executable, "-c", JUDGE_SCRIPT, str(n), str(1000 * k)], cwd=REPO_ROOT, env=environment,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for k, n in enumerate(counts)
+    ]
+    results = []
+    for process in processes:
+        out, err = process.communicate(timeout=300)
+        assert process.returncode == 0, err[-3000:]
+        results.append(json.loads(out.strip().splitlines()[-1]))
+    assert len({r["pid"] for r in results}) == len(counts)  # really separate processes
+    return results
+
+
+def _max_in_window(arrivals: list[float], window: float) -> int:
+    arrivals = sorted(arrivals)
+    best, start = 0, 0
+    for end, at in enumerate(arrivals):
+        while arrivals[start] <= at - window:
+            start += 1
+        best = max(best, end - start + 1)
+    return best
+
+
+def test_max_concurrency_is_a_total_for_all_processes(tmp_path):
+    with OpenAITestServer(latency=0.1) as server:
+        results = _judges(server, tmp_path, (30, 30), CAPJUDGE_MAX_CONCURRENCY="4")
+        assert [r["judged"] for r in results] == [30, 30]
+        assert len(server.log) == 60
+        assert server.max_in_flight <= 4  # two processes, each allowed 4 on its own: 4 in all
+        assert server.max_in_flight >= 3  # and the budget is used, not serialised
+
+
+def test_rpm_is_a_total_for_all_processes_and_the_server_never_sees_more(tmp_path):
+    window, rpm = 2.0, 12
+    with OpenAITestServer(latency=0.02) as server:
+        server.rpm_limit, server.rate_window = rpm, window  # the server enforces the same limit: a 429 = overrun
+        results = _judges(server, tmp_path, (18, 18), CAPJUDGE_RPM=str(rpm), CAPJUDGE_RATE_WINDOW_SECONDS=str(window),
+                          CAPJUDGE_MAX_CONCURRENCY="8")
+        assert [r["judged"] for r in results] == [18, 18]
+        arrivals = [entry.arrived for entry in server.log if entry.answer == "reply"]
+        assert len(arrivals) == 36 and server.rate_limited == 0
+        assert _max_in_window(arrivals, window) <= rpm
+        assert max(arrivals) - min(arrivals) >= 2 * window * 0.9  # 36 requests at 12 per window: 3 windows
+
+
+def test_tpm_is_a_total_for_all_processes(tmp_path):
+    window = 2.0
+    with OpenAITestServer() as server:
+        # Each request: ~32 words of prompt (server count) + max_tokens 10; the client estimates more
+        # (4 characters per token), then settles each request to the usage the server reports.
+        server.tpm_limit, server.rate_window = 400, window
+        results = _judges(server, tmp_path, (12, 12), CAPJUDGE_TPM="400", CAPJUDGE_RATE_WINDOW_SECONDS=str(window))
+        assert [r["judged"] for r in results] == [12, 12]
+        assert server.rate_limited == 0
+
+
+def test_the_apis_headers_pace_every_process_without_a_configured_limit(tmp_path):
+    window, rpm = 2.0, 10
+    with OpenAITestServer() as server:
+        server.rpm_limit, server.rate_window = rpm, window
+        results = _judges(server, tmp_path, (15, 15), CAPJUDGE_RATE_WINDOW_SECONDS=str(window),
+                          CAPJUDGE_MAX_CONCURRENCY="4")
+        assert [r["judged"] for r in results] == [15, 15]  # every item judged, none lost to the 429s
+        judged = [entry.arrived for entry in server.log if entry.answer == "reply"]
+        assert _max_in_window(judged, window) <= rpm
+        # Before the first headers arrive the processes know no limit; after, they pace: few 429s in all.
+        assert server.rate_limited <= 8, server.rate_limited
+
+
+def test_bad_limits_are_one_clear_error():
+    for name in ("CAPJUDGE_RPM", "CAPJUDGE_TPM"):
+        with pytest.raises(ConfigError, match=f"{name} must be at least 1"):
+            JudgeConfig.from_env({"OPENAI_BASE_URL": "http://127.0.0.1:9/v1", name: "0"})
+        with pytest.raises(ConfigError, match=f"{name} must be a number"):
+            JudgeConfig.from_env({"OPENAI_BASE_URL": "http://127.0.0.1:9/v1", name: "many"})
+
+
+def test_rate_limit_headers_are_read_and_an_unreadable_one_is_an_error():
+    state = read_rate_limit_headers({
+        "X-RateLimit-Limit-Requests": "500", "x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "6m0s",
+        "x-ratelimit-limit-tokens": "30000", "x-ratelimit-remaining-tokens": "1200", "x-ratelimit-reset-tokens": "20ms",
+    })
+    assert (state.limit_requests, state.remaining_requests, state.reset_requests) == (500, 0, 360.0)
+    assert (state.limit_tokens, state.remaining_tokens, state.reset_tokens) == (30000, 1200, 0.02)
+    assert state.wait_before_next(1000) == 360.0  # no request left: wait for that window
+    assert read_rate_limit_headers({"x-ratelimit-remaining-tokens": "10", "x-ratelimit-reset-tokens": "1.5s"}).wait_before_next(50) == 1.5
+    assert read_rate_limit_headers({"x-ratelimit-remaining-requests": "3", "retry-after-ms": "250"}).reset_requests == 0.25  # Azure
+    assert not read_rate_limit_headers({"content-type": "application/json"}).known
+    assert parse_duration("1m30.5s") == 90.5 and parse_duration("2h") == 7200.0
+    with pytest.raises(RateLimitHeaderError, match="x-ratelimit-reset-requests.*soon"):
+        read_rate_limit_headers({"x-ratelimit-reset-requests": "soon"})
+    with pytest.raises(RateLimitHeaderError, match="x-ratelimit-remaining-tokens"):
+        read_rate_limit_headers({"x-ratelimit-remaining-tokens": "lots"})
+
+
+def test_image_tokens_follow_openais_documented_examples():
+    assert image_tokens(1024, 1024, "high") == 765  # 768 x 768: 4 tiles
+    assert image_tokens(2048, 4096, "high") == 1105  # 1024 x 2048, then 768 x 1536: 6 tiles
+    assert image_tokens(4096, 8192, "low") == 85
+    assert image_tokens(1536, 512, "high") == 595  # G-VEval's 3-frame strip: 3 x 1 tiles
+    assert image_tokens(1280, 720, "auto") == 1105  # one 720p AnyCap frame: 3 x 2 tiles
