@@ -36,6 +36,24 @@ TEST_API_KEY = "sk-test-key"
 _OUTPUT_TAIL = 4000
 
 
+# A judging process for budget tests and benchmarks: `python -c TEXT_JUDGE_SCRIPT N OFFSET WORDS MAX_TOKENS`
+# judges N text requests through a JudgeClient configured from the environment and prints one JSON line
+# {"pid", "judged", "failures"}. Several at once, sharing CAPJUDGE_CACHE's folder, share one budget.
+TEXT_JUDGE_SCRIPT = """
+import json, os, sys
+from capjudge.judges.client import JudgeClient
+from capjudge.judges.config import JudgeConfig
+from capjudge.judges.types import ChatRequest
+n, offset, words, max_tokens = (int(a) for a in sys.argv[1:5])
+client = JudgeClient(JudgeConfig.from_env(model="test-judge"))
+requests = [ChatRequest(parts=(f"item {offset + i}: judge this caption " + "word " * words,), params={"max_tokens": max_tokens})
+            for i in range(n)]
+outcomes = client.judge_many(requests, lambda reply: reply.content, judge_version="text-judge-script")
+print(json.dumps({"pid": os.getpid(), "judged": sum(o.ok for o in outcomes),
+                  "failures": [o.failure.kind for o in outcomes if not o.ok]}))
+"""
+
+
 def venv_python() -> str:
     candidate = REPO_ROOT / ".venv" / "bin" / "python"
     return str(candidate) if candidate.exists() else sys.executable

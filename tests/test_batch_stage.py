@@ -46,6 +46,15 @@ def _samples(tmp_path):
     return {line["judged"]["item_id"]: line for line in map(json.loads, paths[-1].read_text(encoding="utf-8").splitlines())}
 
 
+def _wait_until_polling(judge, process):
+    """Until the command has submitted its batch and polled it twice (its state file names the batch)."""
+    deadline = time.monotonic() + 300
+    while judge.batch.created == 0 or not any(b["polls"] >= 2 for b in judge.batch.batches.values()):
+        assert process.poll() is None, process.stdout.read()[-3000:]
+        assert time.monotonic() < deadline, "the batch was never submitted"
+        time.sleep(0.05)
+
+
 def _state(tmp_path):
     (path,) = list((tmp_path / "out").rglob("batch_state.json"))
     return json.loads(path.read_text(encoding="utf-8"))
@@ -157,11 +166,7 @@ def test_kill_9_after_submitting_then_rerun_reattaches_and_submits_nothing_twice
         judge.batch.script("hold")
         command, env = _command(tmp_path, judge)
         process = subprocess.Popen(command, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        deadline = time.monotonic() + 300
-        while judge.batch.created == 0 or not any(b["polls"] >= 2 for b in judge.batch.batches.values()):
-            assert process.poll() is None, process.stdout.read()[-3000:]
-            assert time.monotonic() < deadline, "the batch was never submitted"
-            time.sleep(0.05)
+        _wait_until_polling(judge, process)
         process.send_signal(signal.SIGKILL)
         process.wait()
         assert not list((tmp_path / "out").rglob("*_results.json"))
@@ -187,3 +192,24 @@ def test_a_state_file_from_another_run_is_refused(tmp_path):
         path.write_text(json.dumps(state))
         result = _judge(tmp_path, judge)
         assert result.returncode == 2 and "belongs to another run" in result.stderr and str(path) in result.stderr
+
+
+def test_a_batch_cancelled_elsewhere_has_its_items_submitted_again(tmp_path):
+    """Someone cancels the batch (the OpenAI dashboard, another tool) while capjudge waits: its unanswered
+    lines go into the next round's batch, nothing is dropped."""
+    import openai
+
+    with judge_server() as judge:
+        judge.batch.script("hold")
+        command, env = _command(tmp_path, judge)
+        process = subprocess.Popen(command, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        _wait_until_polling(judge, process)
+        (batch_id,) = judge.batch.batches
+        openai.OpenAI(base_url=judge.base_url, api_key=TEST_API_KEY).batches.cancel(batch_id)
+        output, _ = process.communicate(timeout=300)
+        assert process.returncode == 0, output[-3000:]
+        assert "cancelled" in output and judge.batch.created == 2
+        state = _state(tmp_path)
+        assert state["batches"][0]["status"] == "cancelled" and state["batches"][0]["unanswered"] == N_ITEMS
+        assert state["batches"][1]["lines"] == N_ITEMS and state["batches"][1]["status"] == "completed"
+        assert len(_samples(tmp_path)) == N_ITEMS and judge.log == []

@@ -23,21 +23,9 @@ from capjudge.judges.rate_limits import (
     read_rate_limit_headers,
 )
 from conftest import REPO_ROOT
+from harness_runs import TEXT_JUDGE_SCRIPT
 from openai_server import OpenAITestServer
 
-JUDGE_SCRIPT = """
-import json, os, sys
-from capjudge.judges.client import JudgeClient
-from capjudge.judges.config import JudgeConfig
-from capjudge.judges.types import ChatRequest
-n, offset = int(sys.argv[1]), int(sys.argv[2])
-client = JudgeClient(JudgeConfig.from_env(model="test-judge"))
-requests = [ChatRequest(parts=(f"item {offset + i}: judge this caption " + "word " * 20,), params={"max_tokens": 10})
-            for i in range(n)]
-outcomes = client.judge_many(requests, lambda reply: reply.content, judge_version="budget-test")
-print(json.dumps({"pid": os.getpid(), "judged": sum(o.ok for o in outcomes),
-                  "failures": [o.failure.kind for o in outcomes if not o.ok]}))
-"""
 
 
 def _judges(server, tmp_path: Path, counts: tuple[int, ...], **env: str) -> list[dict]:
@@ -45,7 +33,7 @@ def _judges(server, tmp_path: Path, counts: tuple[int, ...], **env: str) -> list
     environment = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "OPENAI_BASE_URL": server.base_url,
                    "OPENAI_API_KEY": "sk-test", "CAPJUDGE_CACHE": str(tmp_path / "cache.sqlite"), **env}
     processes = [
-        subprocess.Popen([sys.executable, "-c", JUDGE_SCRIPT, str(n), str(1000 * k)], cwd=REPO_ROOT, env=environment,
+        subprocess.Popen([sys.executable, "-c", TEXT_JUDGE_SCRIPT, str(n), str(1000 * k), "20", "10"], cwd=REPO_ROOT, env=environment,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         for k, n in enumerate(counts)
     ]

@@ -463,18 +463,53 @@ def batch_preparation() -> Section:
     return section
 
 
-_PACED_JUDGE = """
-import json, os, sys, time
-from capjudge.judges.client import JudgeClient
-from capjudge.judges.config import JudgeConfig
-from capjudge.judges.types import ChatRequest
-n, offset = int(sys.argv[1]), int(sys.argv[2])
-client = JudgeClient(JudgeConfig.from_env(model="test-judge"))
-requests = [ChatRequest(parts=(f"item {offset + i}: judge this caption " + "word " * 40,), params={"max_tokens": 20})
-            for i in range(n)]
-outcomes = client.judge_many(requests, lambda reply: reply.content, judge_version="bench-paced")
-print(json.dumps({"pid": os.getpid(), "judged": sum(o.ok for o in outcomes)}))
-"""
+@benchmark("judge_stage")
+def judge_stage_throughput() -> Section:
+    """Issue 15: `capjudge judge` online against the 200 ms server at 64 in flight (bound 320/s), from an lmms-eval
+    --predict_only --log_samples output and from a captions file; 400 text items (gveval_references)."""
+    import json
+    import subprocess
+
+    from harness_runs import harness_env, launch_lmms_eval
+
+    n_items, latency, in_flight = 400, 0.2, 64
+    section = Section("capjudge judge (the judging stage) online: 400 text items, 200 ms judge, 64 in flight")
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp_path = Path(tmp)
+        data = {f"item{i:04d}": {"vname": f"clip{i}.avi", "ref": [f"a person does thing number {i}", f"someone performs action {i}"],
+                                 "candidate": f"a person does something {i}", "human_score": [[3, 3, 3, 3, 3.0], [4, 4, 4, 4, 4.0]]}
+                for i in range(n_items)}
+        data_file = tmp_path / "msvd.json"
+        data_file.write_text(json.dumps(data))
+        captions = tmp_path / "captions.jsonl"
+        captions.write_text("".join(json.dumps({"id": k, "caption": v["candidate"]}) + "\n" for k, v in data.items()))
+        with ServerProcess() as idle:  # --predict_only judges nothing; the server only has to exist
+            predicted = launch_lmms_eval(model="captions_file", model_args="field=candidate", tasks="gveval_references",
+                                         output_path=tmp_path / "predicted", judge_base_url=idle.base_url,
+                                         extra_args=("--predict_only",), env={"CAPJUDGE_MSVD_EVAL_JSON": str(data_file)})
+            predicted.require_results()
+        rates = {}
+        for source, arguments in (("predict_only_output", [str(tmp_path / "predicted")]), ("captions_file", ["--captions", str(captions)])):
+            log_path = tmp_path / f"server_{source}.jsonl"
+            with ServerProcess(latency=latency, log_path=str(log_path)) as server:
+                env = harness_env(server.base_url, cache_path=tmp_path / f"cache_{source}.sqlite", datasets_cache=tmp_path / "hf",
+                                  extra={"CAPJUDGE_MSVD_EVAL_JSON": str(data_file), "CAPJUDGE_MAX_CONCURRENCY": str(in_flight)})
+                completed = subprocess.run([sys.executable, "-m", "capjudge.judges.cli", "judge", *arguments, "--task",
+                                            "gveval_references", "--out", str(tmp_path / f"judged_{source}")],
+                                           env=env, cwd=REPO, capture_output=True, text=True)
+            if completed.returncode != 0:
+                raise RuntimeError(completed.stderr[-3000:])
+            arrivals = [json.loads(line)["arrived"] for line in log_path.read_text().splitlines()]
+            if len(arrivals) != n_items:
+                raise RuntimeError(f"expected {n_items} requests, saw {len(arrivals)}")
+            rates[source] = n_items / (max(arrivals) - min(arrivals) + latency)
+    bound = in_flight / latency
+    for source, rate in rates.items():
+        section.figures += [Figure(f"judge_stage_{source}_throughput", rate, "judgments/s", f"bound {bound:.0f}/s"),
+                            Figure(f"judge_stage_{source}_fraction_of_bound", rate / bound, "ratio", "target >= 0.9")]
+    return section
+
+
 
 
 @benchmark("rate_limits")
@@ -483,6 +518,8 @@ def rate_limits() -> Section:
     2 processes (and by 1, for comparison) sharing one budget; 130 s per run, so two full windows."""
     import json
     import subprocess
+
+    from harness_runs import TEXT_JUDGE_SCRIPT
 
     section = Section("Rate limits: one budget for 2 processes against a server enforcing RPM or TPM (60 s window)")
     window = 60.0
@@ -499,7 +536,7 @@ def rate_limits() -> Section:
                    "CAPJUDGE_CACHE": str(Path(tmp) / "cache.sqlite"), "CAPJUDGE_MAX_CONCURRENCY": "16", **client_env}
             per_process = int(2.2 * 300 / processes) if allowed else int(2.2 * 24000 / 70 / processes)
             started = time.perf_counter()
-            children = [subprocess.Popen([sys.executable, "-c", _PACED_JUDGE, str(per_process), str(10000 * k)], env=env,
+            children = [subprocess.Popen([sys.executable, "-c", TEXT_JUDGE_SCRIPT, str(per_process), str(10000 * k), "40", "20"], env=env,
                                          stdout=subprocess.PIPE, text=True) for k in range(processes)]
             judged = sum(json.loads(child.communicate()[0].strip().splitlines()[-1])["judged"] for child in children)
             elapsed = time.perf_counter() - started
