@@ -159,3 +159,69 @@ def retest_statistics(matrix: np.ndarray, *, score: str = "score", left_out: int
 
     noise, needed = replies_needed(matrix, share)
     return RetestReport(score, n, k, left_out, interval(0), interval(1), interval(2), interval(3), noise, needed, share)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Judge against judge: the same items (and models) judged by two judges or two settings
+
+
+@dataclass(frozen=True)
+class ModelAgreement:
+    model: str
+    n_common: int
+    kendall_b: Interval
+    spearman: Interval
+    mean_difference: Interval  # second judge minus first, on the common items
+    first_mean: float
+    second_mean: float
+
+
+@dataclass(frozen=True)
+class JudgeAgreement:
+    metric: str
+    models: tuple[ModelAgreement, ...]
+    first_ranking: tuple[str, ...]  # models by their mean under each judge, best first
+    second_ranking: tuple[str, ...]
+
+    @property
+    def ranking_changes(self) -> bool:
+        return self.first_ranking != self.second_ranking
+
+
+def judge_agreement(first: Mapping[str, Mapping[str, float]], second: Mapping[str, Mapping[str, float]], metric: str,
+                    *, higher_is_better: bool = True, n_resamples: int = 1000, seed: int = 0) -> JudgeAgreement:
+    """`first` / `second`: model -> item id -> the metric's value under each judge. Per model, on the items
+    both judges scored: Kendall tau-b and Spearman (item-bootstrap CIs, capjudge.metrics.correlation), the mean
+    difference (paired item bootstrap); and whether the models' order by mean changes."""
+    from capjudge.metrics.correlation import BootstrapSettings, correlate
+
+    shared = [model for model in first if model in second]
+    if not shared:
+        raise ReliabilityError(f"no model was judged by both: {sorted(first)} vs {sorted(second)}")
+    settings = BootstrapSettings(n_resamples=n_resamples, seed=seed)
+    results = []
+    for model in shared:
+        items = sorted(set(first[model]) & set(second[model]))
+        if len(items) < 3:
+            raise ReliabilityError(f"{model}: {len(items)} items scored by both judges (need at least 3): were "
+                                   "the runs made on the same items?")
+        a = np.array([first[model][item] for item in items], dtype=float)
+        b = np.array([second[model][item] for item in items], dtype=float)
+        found = correlate(a, b.tolist(), annotators="mean", coefficients=("kendall_b", "spearman"),
+                          settings=settings, item_ids=items)
+
+        def as_interval(name: str) -> Interval:
+            c = found[name]
+            return Interval(c.value if c.value is not None else math.nan, c.ci_low, c.ci_high)
+
+        differences = b - a
+        draws = differences[draw_item_indices(len(items), n_resamples, seed)].mean(axis=1) if n_resamples else None
+        low, high = (np.percentile(draws, [2.5, 97.5]) if draws is not None else (None, None))
+        results.append(ModelAgreement(model, len(items), as_interval("kendall_b"), as_interval("spearman"),
+                                      Interval(float(differences.mean()), None if low is None else float(low),
+                                               None if high is None else float(high)),
+                                      float(a.mean()), float(b.mean())))
+    sign = -1.0 if higher_is_better else 1.0
+    first_ranking = tuple(r.model for r in sorted(results, key=lambda r: sign * r.first_mean))
+    second_ranking = tuple(r.model for r in sorted(results, key=lambda r: sign * r.second_mean))
+    return JudgeAgreement(metric, tuple(results), first_ranking, second_ranking)

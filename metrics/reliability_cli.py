@@ -23,6 +23,57 @@ def register(groups: Any) -> None:
     parser.add_argument("--resamples", type=int, default=1000, help="item-bootstrap resamples for the CIs")
     parser.add_argument("--seed", type=int, default=0)
     parser.set_defaults(func=_run)
+    agreement = groups.top.add_parser(
+        "agreement", help="two judges (or settings) on the same runs: tau-b, Spearman, mean difference, ranking",
+        description="Judge against judge: the same models and items judged twice.")
+    agreement.add_argument("first", type=Path, help="runs judged by the first judge (a folder of model runs)")
+    agreement.add_argument("second", type=Path, help="the same runs judged by the second judge")
+    agreement.add_argument("--task", required=True)
+    agreement.add_argument("--metric", required=True, help="a per-item metric of the task, e.g. gveval_mean")
+    agreement.add_argument("--resamples", type=int, default=1000)
+    agreement.add_argument("--seed", type=int, default=0)
+    agreement.set_defaults(func=_agreement)
+
+
+def _agreement(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from capjudge.metrics.reliability import ReliabilityError, judge_agreement
+    from capjudge.metrics.runs import LeaderboardError, read_runs
+
+    try:
+        sides = []
+        higher = True
+        for folder in (args.first, args.second):
+            runs, _ = read_runs([str(folder)])
+            per_model = {}
+            for run in runs:
+                task = run.tasks.get(args.task)
+                if task is None or not task.has_samples:
+                    continue
+                if args.metric not in task.values:
+                    raise ReliabilityError(f"{folder}: {run.name} has no per-item metric {args.metric!r}")
+                higher = task.higher_is_better.get(args.metric, True)
+                per_model[run.name] = {key: float(value) for key, value in zip(task.item_keys or (), task.values[args.metric])
+                                       if np.isfinite(value)}
+            if not per_model:
+                raise ReliabilityError(f"{folder}: no run of task {args.task!r} with per-item samples (--log_samples)")
+            sides.append(per_model)
+        result = judge_agreement(sides[0], sides[1], args.metric, higher_is_better=higher,
+                                 n_resamples=args.resamples, seed=args.seed)
+    except (ReliabilityError, LeaderboardError) as error:
+        print(f"capjudge agreement: {error}", file=sys.stderr)
+        return 2
+    print(f"# {args.metric}: {args.first} vs {args.second}\n")
+    print("| model | common items | Kendall tau-b | Spearman | mean, first | mean, second | difference (second - first) |")
+    print("|---|---|---|---|---|---|---|")
+    for m in result.models:
+        print(f"| {m.model} | {m.n_common} | {m.kendall_b.text()} | {m.spearman.text()} | {m.first_mean:.3f} | "
+              f"{m.second_mean:.3f} | {m.mean_difference.text()} |")
+    change = "CHANGES" if result.ranking_changes else "is the same"
+    print(f"\nModel ranking {change}: first judge {' > '.join(result.first_ranking)}; "
+          f"second judge {' > '.join(result.second_ranking)}")
+    return 0
 
 
 def _run(args: argparse.Namespace) -> int:

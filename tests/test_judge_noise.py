@@ -130,3 +130,50 @@ def test_the_intervals_cover_the_truth_at_their_level_in_simulation():
         covered_icc += report.icc_single.low <= true_icc <= report.icc_single.high
     assert covered_sd / runs >= 0.9 and covered_icc / runs >= 0.9, (covered_sd, covered_icc)
 
+
+
+def test_two_judges_on_the_same_runs_agreement_and_ranking(tmp_path):
+    """Two judges (the rubric responder, and a harsher one that takes 20 off every score) on the same two
+    caption sets: tau-b and Spearman equal scipy's on the common items, the mean difference is about -20, and
+    the ranking (good over poor) does not change."""
+    from harness_runs import run_lmms_eval
+    from openai_server import rubric_responder
+    from scipy import stats
+
+    def harsh(body):
+        reply = rubric_responder(body)
+        text = re.sub(r"([αβψδ])(\d+)\1", lambda m: f"{m.group(1)}{max(0, int(m.group(2)) - 20)}{m.group(1)}", reply.content)
+        return Reply(text)
+
+    folders = {}
+    for judge_name, responder in (("rubric", None), ("harsh", harsh)):
+        options = {"responder": responder} if responder else {}
+        with OpenAITestServer(**options) as server:
+            for captions in ("good", "poor"):
+                run_lmms_eval(model="captions_file", model_args=f"path={REPO_ROOT / 'tasks/demo' / f'captions_{captions}.jsonl'}",
+                              tasks="gveval_demo", output_path=tmp_path / judge_name, judge_base_url=server.base_url,
+                              cache_path=tmp_path / f"{judge_name}.sqlite",
+                              env={"CAPJUDGE_GVEVAL_SCORING": "text"})
+        folders[judge_name] = tmp_path / judge_name
+    result = run_capjudge("agreement", str(folders["rubric"]), str(folders["harsh"]), "--task", "gveval_demo",
+                          "--metric", "gveval_accuracy", "--resamples", "300")
+    assert result.returncode == 0, result.stderr
+    assert "Model ranking is the same: first judge captions_good > captions_poor" in result.stdout
+    good = next(line for line in result.stdout.splitlines() if line.startswith("| captions_good |"))
+    cells = [cell.strip() for cell in good.strip("|").split("|")]
+    assert cells[1] == "10"
+    assert float(cells[6].split()[0]) == pytest.approx(float(cells[5]) - float(cells[4]), abs=1e-3)
+    assert float(cells[6].split()[0]) < -10  # the harsher judge scores lower
+
+    def per_item(folder):
+        (path,) = [p for p in folder.rglob("*_samples_gveval_demo.jsonl") if "good" in str(p)]
+        lines = [json.loads(line) for line in path.read_text().splitlines()]
+        return {line["judged"]["item_id"]: line["gveval_accuracy"] for line in lines}
+
+    a, b = per_item(folders["rubric"]), per_item(folders["harsh"])
+    items = sorted(a)
+    expected = stats.kendalltau([a[i] for i in items], [b[i] for i in items]).statistic
+    assert float(cells[2].split()[0]) == pytest.approx(expected, abs=1e-3)
+    disjoint = run_capjudge("agreement", str(folders["rubric"]), str(tmp_path / "nowhere"), "--task", "gveval_demo",
+                            "--metric", "gveval_accuracy")
+    assert disjoint.returncode == 2 and "nowhere" in disjoint.stderr
