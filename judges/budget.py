@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import itertools
 import os
 import sqlite3
 import threading
@@ -62,6 +63,7 @@ class MachineBudget:
         self.limits = limits
         self.folder.mkdir(parents=True, exist_ok=True)
         self._local = threading.local()
+        self._threads_seen = itertools.count()
         # Limits learned from the API's headers, when none was configured (the configured one wins if lower).
         self._learned_rpm: int | None = None
         self._learned_tpm: int | None = None
@@ -73,8 +75,14 @@ class MachineBudget:
     def slot(self) -> Iterator[None]:
         """Hold one of the machine's `max_in_flight` slots."""
         delay = _POLL_MIN
+        slots = self.limits.max_in_flight
+        # Each thread starts looking at its own slot, so 32 threads do not all queue on slot 0 first.
+        start = getattr(self._local, "first_slot", None)
+        if start is None:
+            start = self._local.first_slot = next(self._threads_seen) % slots
         while True:
-            for index in range(self.limits.max_in_flight):
+            for step in range(slots):
+                index = (start + step) % slots
                 handle = os.open(self.folder / f"slot-{index}", os.O_RDWR | os.O_CREAT, 0o600)
                 try:
                     fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
