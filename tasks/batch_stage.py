@@ -123,12 +123,12 @@ def run_batches(
     """Fill the reply cache for `items` through the Batch API (see the module docstring)."""
     from capjudge.judges.client import shared_client
 
-    resolved = task._resolve()
-    client = shared_client(resolved.config)
+    config = task.judge_config()
+    client = shared_client(config)
     if not client.has_cache:
         raise BatchStageError("--batch needs the reply cache (unset CAPJUDGE_NO_CACHE): batch replies are read from it")
-    api = BatchApi(client.sdk, azure=resolved.config.api_type == "azure")
-    identity = resolved.identity
+    api = BatchApi(client.sdk, azure=config.api_type == "azure")
+    identity = task.identity()
     state = BatchState.open(folder / STATE_FILE, {
         "task": task.config.task, "items": str(len(items)), "model": str(identity["model"]),
         "endpoint": str(identity["endpoint"]),

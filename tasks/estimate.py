@@ -138,7 +138,7 @@ def estimate_task(task_name: str, include_path: Path, run: Path | None, captions
         items = [(doc, _stand_in_caption(doc)) for doc in docs]
     counted = items[:limit] if limit else items
     settings = task.settings()
-    client = EstimatingClient(task._resolve().config.model)
+    client = EstimatingClient(task.judge_config().model)
     quiet = logging.getLogger("capjudge.tasks.judged_task")  # every item "fails" as not sent: not news
     level, quiet.level = quiet.level, logging.ERROR
     try:

@@ -202,7 +202,7 @@ def judge_stage(
 
             given_up = BatchState(folder / STATE_FILE, json.loads((folder / STATE_FILE).read_text(encoding="utf-8"))).given_up() \
                 if (folder / STATE_FILE).is_file() else {}
-            client = shared_client(task._resolve().config)
+            client = shared_client(task.judge_config())
             client_for = lambda doc: BatchRecorder(client, None, str(doc["id"]), given_up)  # noqa: E731
     store = task.judge_all(items, client_for=client_for)
     identity = task.identity()

@@ -224,6 +224,10 @@ class JudgedTask(SourcedTask):
     def settings(self) -> Any:
         return self._resolve().settings
 
+    def judge_config(self) -> JudgeConfig:
+        """The judge configuration this task judges with (resolved once, environment included)."""
+        return self._resolve().config
+
     def _resolve(self) -> _Resolved:
         """The settings, the judge configuration and the judge's identity, resolved once (environment
         overrides included) and used for every item, so a run cannot judge items under two settings."""
