@@ -27,7 +27,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -107,16 +107,17 @@ class MachineBudget:
     def tpm(self) -> int | None:
         return _lowest(self.limits.tpm, self._learned_tpm)
 
-    def admit(self, tokens: int) -> int | None:
-        """Wait until every process's pause is over and the windows have room for one request of `tokens`;
-        record it and return its ticket (None when no per-minute limit applies: nothing to record)."""
+    def admit(self, tokens: Callable[[], int]) -> int | None:
+        """Wait until every process's pause is over and the windows have room for one request of `tokens()`
+        tokens (asked only when a per-minute limit applies); record it and return its ticket (None when no
+        per-minute limit applies: nothing to record)."""
         while True:
             if self.rpm is None and self.tpm is None:
                 wait: int | float = self._pause_remaining()
                 if wait <= 0:
                     return None
             else:
-                wait = self._try_admit(tokens)
+                wait = self._try_admit(tokens())
                 if isinstance(wait, int):
                     return wait
             time.sleep(min(max(wait, _POLL_MIN), 1.0))

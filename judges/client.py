@@ -18,6 +18,7 @@ Design choices, and why:
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import random
@@ -154,7 +155,8 @@ class JudgeClient:
         replies: list[JudgeReply] = []
         usage = Usage()
         failure: ParseFailure | None = None
-        tokens = estimate_tokens(request)
+        # Counted only if a request is sent under a limit: a cached rerun never opens the request's images.
+        tokens = functools.cache(lambda: estimate_tokens(request))
         for sample_index in range(first_sample_index, first_sample_index + max_tries):
             try:
                 reply = self._reply_for(body, judge_version, sample_index, attempts, tokens)
@@ -247,7 +249,7 @@ class JudgeClient:
 
     def _reply_for(
         self, body: dict[str, Any], judge_version: str, sample_index: int, attempts: list[Attempt],
-        tokens: TokenEstimate = NO_ESTIMATE,
+        tokens: Callable[[], TokenEstimate] = lambda: NO_ESTIMATE,
     ) -> JudgeReply:
         key = request_key(body, judge_version, sample_index)
         if self._cache is not None:
@@ -261,7 +263,8 @@ class JudgeClient:
         return reply
 
     def _request_with_retries(
-        self, body: dict[str, Any], sample_index: int, attempts: list[Attempt], tokens: TokenEstimate = NO_ESTIMATE
+        self, body: dict[str, Any], sample_index: int, attempts: list[Attempt],
+        tokens: Callable[[], TokenEstimate] = lambda: NO_ESTIMATE,
     ) -> JudgeReply:
         last_error: TransportError | None = None
         for attempt_number in range(self.config.max_attempts):
@@ -269,11 +272,12 @@ class JudgeClient:
             started = time.monotonic()
             try:
                 with self._slots, self.budget.slot():
-                    ticket = self.budget.admit(tokens.total)
+                    ticket = self.budget.admit(lambda: tokens().total)
                     reply, limits = self._request_once(body)
-                    # As an API's limiter counts it: the prompt as it counted it, the reply as reserved.
-                    self.budget.settle(ticket, reply.usage.prompt_tokens + max(tokens.reply, reply.usage.completion_tokens))
-                self._pace(limits, tokens.total)
+                    if ticket is not None:
+                        # As an API's limiter counts it: the prompt as it counted it, the reply as reserved.
+                        self.budget.settle(ticket, reply.usage.prompt_tokens + max(tokens().reply, reply.usage.completion_tokens))
+                self._pace(limits, lambda: tokens().total)
             except TransportError as error:
                 attempts.append(Attempt(error.outcome, time.monotonic() - started, sample_index, self.redact(error.detail)[:200]))
                 last_error = error
@@ -300,13 +304,13 @@ class JudgeClient:
             last_error.outcome, f"gave up after {self.config.max_attempts} attempts; last: {last_error.detail}"
         )
 
-    def _pace(self, limits: RateLimitState, tokens: int) -> None:
+    def _pace(self, limits: RateLimitState, tokens: Callable[[], int]) -> None:
         """Follow the API's rate-limit headers: its limits cap the shared windows (where ours are not lower),
         and an exhausted window pauses every process until it resets."""
         if not limits.known:
             return
         self.budget.learn(limits.limit_requests, limits.limit_tokens)
-        self.budget.pause_all(limits.wait_before_next(tokens))
+        self.budget.pause_all(limits.wait_before_next(tokens()))
 
     def _backoff(self, attempt_number: int, retry_after: float | None) -> float:
         """Full-jitter exponential backoff, but never sooner than the server's Retry-After."""

@@ -28,7 +28,7 @@ import json
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -63,6 +63,7 @@ class BatchSummary:
     submitted: int  # batches created by this invocation
     lines_submitted: int
     open_batches: int  # still running (only without waiting)
+    given_up: Mapping[str, str] = field(default_factory=dict)  # custom_id -> the API's last error
 
 
 class BatchState:
@@ -137,7 +138,7 @@ def run_batches(
     for _ in range(MAX_ROUNDS):
         still_open = _finish_open(state, api, client, options, say)
         if still_open:
-            return BatchSummary(submitted, lines, still_open)
+            return BatchSummary(submitted, lines, still_open, state.given_up())
         if options.retry_online and submitted:
             break  # what is left (re-asks, failed lines) is asked online by the final pass
         writer = BatchInputWriter(folder, f"input_round{state.data['round']}", api.endpoint, options.limits)
@@ -153,7 +154,7 @@ def run_batches(
             lines += len(refs)
         state.data["round"] += 1
         state.save()
-    return BatchSummary(submitted, lines, 0)
+    return BatchSummary(submitted, lines, 0, state.given_up())
 
 
 def _submit(state: BatchState, api: BatchApi, path: Path, refs: list[LineRef], say: Callable[[str], None]) -> None:
@@ -241,3 +242,13 @@ def _download(state: BatchState, entry: dict[str, Any], status: BatchStatus, api
     entry["replies"], entry["failed_lines"], entry["unanswered"] = stored, failed, len(unanswered)
     say(f"capjudge judge --batch: {status.id} {status.status}: {stored} replies cached, {failed} lines failed"
         + (f", {len(unanswered)} not answered (submitted again)" if unanswered else ""))
+
+
+def cache_only_clients(task: Any, summary: BatchSummary) -> Callable[[Mapping[str, Any]], BatchRecorder]:
+    """The final pass's per-item clients: every reply from the cache, nothing asked online; a line the Batch
+    API failed too often comes back as `request_failed` with its error."""
+    from capjudge.judges.client import shared_client
+
+    client = shared_client(task.judge_config())
+    return lambda doc: BatchRecorder(client, None, str(doc["id"]), summary.given_up)
+

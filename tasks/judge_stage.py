@@ -189,21 +189,13 @@ def judge_stage(
     items = [(doc, caption) for _, doc, caption in paired]
     client_for = None
     if batch is not None:
-        from capjudge.judges.batch import BatchRecorder
-        from capjudge.judges.client import shared_client
-        from capjudge.tasks.batch_stage import run_batches
+        from capjudge.tasks.batch_stage import cache_only_clients, run_batches
 
-        folder = _run_folder(out, source) / "batch"
-        summary = run_batches(task, items, folder, batch)
+        summary = run_batches(task, items, _run_folder(out, source) / "batch", batch)
         if summary.open_batches:
             return StageOutcome(None, 0, len(items), summary.open_batches)
         if not batch.retry_online:  # the final pass reads the cache only: nothing is asked online
-            from capjudge.tasks.batch_stage import STATE_FILE, BatchState
-
-            given_up = BatchState(folder / STATE_FILE, json.loads((folder / STATE_FILE).read_text(encoding="utf-8"))).given_up() \
-                if (folder / STATE_FILE).is_file() else {}
-            client = shared_client(task.judge_config())
-            client_for = lambda doc: BatchRecorder(client, None, str(doc["id"]), given_up)  # noqa: E731
+            client_for = cache_only_clients(task, summary)
     store = task.judge_all(items, client_for=client_for)
     identity = task.identity()
     lines = []
