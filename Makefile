@@ -29,9 +29,24 @@ MIN_TESTS := test_agreement_compare test_anycap_parser test_anycap_prompt test_c
 	test_gveval_parser test_gveval_prompt test_leaderboard_missing_values test_length_rule \
 	test_reliability_cheating test_video_frames test_wordcount test_budget
 
-.PHONY: setup test test-min demo demo-data bench clean
+# The page tests (tests/browser.py) drive Debian's chromium headless; Playwright never downloads a browser here.
+CHROMIUM ?= $(or $(CAPJUDGE_CHROMIUM),/usr/bin/chromium)
 
-setup: $(VENV)/.installed
+.PHONY: setup chromium test test-min demo demo-data bench clean
+
+setup: $(VENV)/.installed chromium
+
+# Installs chromium when it is missing and this is a Debian-like machine where we are root; otherwise says what
+# to install (the browser tests then fail, naming it, rather than skip).
+chromium:
+	@if [ -x "$(CHROMIUM)" ]; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "installing Debian's chromium for the browser tests"; \
+		apt-get install -y -q chromium >/dev/null || { apt-get update -q && apt-get install -y -q chromium >/dev/null; }; \
+	else \
+		echo "NOTE: no Chromium at $(CHROMIUM); the browser tests will fail until you install one" \
+			"(Debian/Ubuntu: sudo apt-get install chromium) or set CAPJUDGE_CHROMIUM to its path"; \
+	fi
 
 $(LLAMA_STAMP):
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)

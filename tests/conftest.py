@@ -53,6 +53,37 @@ def make_client(tmp_path):
         client.close()
 
 
+@pytest.fixture(scope="session")
+def _chromium():
+    """One headless Chromium for the session (tests/browser.py); a missing browser fails the test, never skips it."""
+    from browser import Browser, BrowserMissing
+
+    try:
+        running = Browser()
+    except BrowserMissing as missing:
+        pytest.fail(f"browser test cannot run: {missing}", pytrace=False)
+    yield running
+    running.close()
+
+
+@pytest.fixture
+def open_page(_chromium, tmp_path):
+    """`open_page(path) -> PageVisit` in the real browser; each page opened is screenshotted into tmp_path at the end."""
+    visits = []
+
+    def open_(path: Path):
+        visit = _chromium.open(Path(path))
+        visits.append(visit)
+        return visit
+
+    yield open_
+    for number, visit in enumerate(visits):
+        try:
+            visit.screenshot(tmp_path / f"screenshot-{number}-{visit.path.stem}.png")
+        finally:
+            visit.page.close()
+
+
 def shared_path(*parts: str) -> Path:
     """A file under ../shared; tests that need it skip with a reason only when ../shared is absent."""
     path = SHARED.joinpath(*parts)
