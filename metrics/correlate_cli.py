@@ -3,9 +3,11 @@
     capjudge correlate FILE.jsonl --judge FIELD [--judge FIELD ...] --human FIELD [--human-index K ...]
                        [--annotators expand|mean] [--group-by FIELD] [--bootstrap N] [--seed S] [--format json|markdown]
     capjudge correlate --msvd-eval PATH [--judge-scores FILE] [--baselines] [...]
+    either form: [--plot DIR]  scatter plots, a tau-b chart (PNG) and correlation.html showing them
 
 Heavy imports (numpy, scipy, pycocoevalcap) happen inside the handler so that other subcommands start fast.
-Exit codes: 0 success, 1 the data could not be used (message names the line or item), 2 wrong arguments.
+Exit codes: 0 success, 1 the data could not be used (message names the line or item) or the --plot directory
+cannot be written, 2 wrong arguments.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import argparse
 import itertools
 import json
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +27,18 @@ EXIT_OK, EXIT_DATA_ERROR, EXIT_USAGE = 0, 1, 2
 
 class CorrelateInputError(ValueError):
     """The input file cannot be used as asked; the message names the file and line."""
+
+
+@dataclass(frozen=True)
+class ScoredItems:
+    """What is correlated: per-item scores of each scorer and each human target, before any pairing."""
+
+    scorers: dict[str, Any]
+    targets: dict[str, Any]
+    item_ids: list[str]
+    judges: list[str]  # the scorers under study; the others are classic baselines
+    groups: list[str] | None = None
+    comparisons: list[tuple[str, str]] = field(default_factory=list)
 
 
 def register(groups: Any) -> None:
@@ -55,6 +70,8 @@ def register(groups: Any) -> None:
     parser.add_argument("--compare", action="store_true",
                         help="paired differences (bootstrap CI, Williams' test) between the scorers")
     parser.add_argument("--output", "-o", metavar="FILE", help="write here instead of stdout")
+    parser.add_argument("--plot", metavar="DIR",
+                        help="also write judge-vs-human scatter plots, a tau-b chart (PNG) and correlation.html here")
     parser.set_defaults(func=handle_correlate)
 
 
@@ -67,14 +84,27 @@ def handle_correlate(args: argparse.Namespace) -> int:
     from capjudge.metrics.baselines import BaselineUnavailable
     from capjudge.metrics.correlation import BootstrapSettings, HumanScoreError
     from capjudge.metrics.msvd_eval import MsvdEvalError
-    from capjudge.metrics.report import report_to_json, report_to_markdown
+    from capjudge.metrics.report import build_report, report_to_json, report_to_markdown
+
+    if args.plot:  # before the work, which can take a while, so an unusable directory fails at once
+        from capjudge.metrics.correlation_plots import PlotDirectoryError, prepare_plot_dir
+
+        try:
+            prepare_plot_dir(args.plot)
+        except PlotDirectoryError as error:
+            print(f"capjudge correlate: {error}", file=sys.stderr)
+            return EXIT_DATA_ERROR
 
     settings = BootstrapSettings(n_resamples=args.bootstrap, seed=args.seed, confidence=args.confidence, ci_method=args.ci_method)
     try:
         if args.msvd_eval:
-            report, title = _msvd_report(args, settings), "Correlation with MSVD-Eval human judgements"
+            scored, title = _msvd_items(args), "Correlation with MSVD-Eval human judgements"
         else:
-            report, title = _jsonl_report(args, settings), f"Correlation with human scores in {args.file}"
+            scored, title = _jsonl_items(args), f"Correlation with human scores in {args.file}"
+        report = build_report(
+            scored.scorers, scored.targets, groups=scored.groups, group_field=args.group_by,
+            annotators=args.annotators, settings=settings, item_ids=scored.item_ids, comparisons=scored.comparisons,
+        )
     except (CorrelateInputError, HumanScoreError, MsvdEvalError, OSError, ValueError) as error:
         print(f"capjudge correlate: {error}", file=sys.stderr)
         return EXIT_DATA_ERROR
@@ -90,6 +120,23 @@ def handle_correlate(args: argparse.Namespace) -> int:
         Path(args.output).write_text(text, encoding="utf-8")
     else:
         sys.stdout.write(text)
+    if args.plot:
+        return _write_plots(args.plot, report, scored, title)
+    return EXIT_OK
+
+
+def _write_plots(directory: str, report: Any, scored: ScoredItems, title: str) -> int:
+    from capjudge.metrics.correlation_plots import write_plots
+
+    try:
+        files = write_plots(directory, report, scorers=scored.scorers, targets=scored.targets, judges=scored.judges,
+                            item_ids=scored.item_ids, title=title)
+    except OSError as error:
+        print(f"capjudge correlate: --plot {directory}: {error}", file=sys.stderr)
+        return EXIT_DATA_ERROR
+    for note in files.notes:
+        print(f"capjudge correlate: {note}", file=sys.stderr)
+    print(f"capjudge correlate: plots in {files.html}", file=sys.stderr)
     return EXIT_OK
 
 
@@ -129,9 +176,8 @@ def _number_or_none(row: dict[str, Any], field: str, where: str) -> float | None
     return float(value)
 
 
-def _jsonl_report(args: argparse.Namespace, settings: Any) -> Any:
+def _jsonl_items(args: argparse.Namespace) -> ScoredItems:
     from capjudge.metrics.correlation import HumanScoreError, as_human_matrix
-    from capjudge.metrics.report import build_report
 
     rows = read_jsonl(args.file)
     if not rows:
@@ -153,9 +199,9 @@ def _jsonl_report(args: argparse.Namespace, settings: Any) -> Any:
     groups = None
     if args.group_by:
         groups = [str(row[args.group_by]) if row.get(args.group_by) is not None else "(missing)" for row in rows]
-    return build_report(
-        scorers, targets, groups=groups, group_field=args.group_by, annotators=args.annotators,
-        settings=settings, item_ids=ids, comparisons=_comparisons(list(scorers), list(scorers), args.compare),
+    return ScoredItems(
+        scorers, targets, ids, judges=list(scorers), groups=groups,
+        comparisons=_comparisons(list(scorers), list(scorers), args.compare),
     )
 
 
@@ -192,10 +238,9 @@ def load_judge_scores(path: str | Path, known_ids: set[str], fields: list[str]) 
     return scores
 
 
-def _msvd_report(args: argparse.Namespace, settings: Any) -> Any:
+def _msvd_items(args: argparse.Namespace) -> ScoredItems:
     from capjudge.metrics.baselines import caption_metric_scores
     from capjudge.metrics.msvd_eval import DIMENSIONS, MEAN_INDEX, human_matrix, load_msvd_eval
-    from capjudge.metrics.report import build_report
 
     items = load_msvd_eval(args.msvd_eval)
     ids = [item.item_id for item in items]
@@ -212,7 +257,4 @@ def _msvd_report(args: argparse.Namespace, settings: Any) -> Any:
     # The mean (the column G-VEval's tables use) first, then the four ACCR dimensions.
     target_names = [DIMENSIONS[MEAN_INDEX], *(d for d in DIMENSIONS if d != DIMENSIONS[MEAN_INDEX])]
     targets = {name: human_matrix(items, name) for name in target_names}
-    return build_report(
-        scorers, targets, annotators=args.annotators, settings=settings, item_ids=ids,
-        comparisons=_comparisons(judges, list(scorers), args.compare),
-    )
+    return ScoredItems(scorers, targets, ids, judges=judges, comparisons=_comparisons(judges, list(scorers), args.compare))
