@@ -401,6 +401,8 @@ def _page_html(report: CorrelationReport, title: str, chart_png: bytes, figures:
                 if report.annotators == "expand" else "one point per item (annotators' mean)")
     scatter_note = "" if judges_given else (
         "<p>No judge scores were given, so the classic baselines are scattered.</p>")
+    if report.group_field:  # the per-group coefficients are in the report's tables, not drawn
+        scatter_note += f"<p>Plots cover all items, not each {html.escape(report.group_field)} group.</p>"
     notes_html = "" if not notes else (
         '<ul class="notes">' + "".join(f"<li>{html.escape(n)}</li>" for n in notes) + "</ul>")
     return _template("correlation_plots.html").substitute(

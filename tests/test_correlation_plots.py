@@ -175,6 +175,25 @@ def test_jsonl_scatter_points_are_the_scored_pairs(scores_jsonl):
         assert f"n = {len(expected_judge)} pairs" in title
 
 
+def test_without_bootstrap_no_whiskers_and_no_interval_claimed(scores_jsonl):
+    _, rows = scores_jsonl
+    scorers = {"smooth": [row["smooth"] for row in rows]}
+    targets = {"human": [row["human"] for row in rows]}
+    ids = [row["id"] for row in rows]
+    settings = BootstrapSettings(n_resamples=0)
+    report = build_report(scorers, targets, settings=settings, item_ids=ids)
+    (panel,) = scatter_panels(report, scorers, targets, ["smooth"], ids)
+    title = draw_scatter(panel, report.annotators).figure.axes[0].get_title()
+    value = report_to_json(report)["smooth"]["human"]["kendall_b"]["value"]
+    assert f"τb {value:.3f} (no CI: no bootstrap resamples)" in title
+    chart = draw_tau_chart(tau_entries(report, ["smooth"]), settings)
+    panel_axes = [axes for axes in chart.figure.axes if axes.get_title()]
+    containers = [c for axes in panel_axes for c in axes.containers]
+    assert len(containers) == 2  # smooth and the annotator pair
+    assert all(container.lines[2] == () for container in containers)  # no whisker segments at all
+    assert "no confidence intervals" in chart.figure.get_suptitle()
+
+
 def test_jitter_is_seeded_and_keeps_distinct_values_apart():
     values = np.repeat([1.0, 1.25, 1.5, 3.0], 50)
     items = np.arange(values.size)
@@ -354,3 +373,23 @@ def test_msvd_scatter_points_are_the_annotators_scores(msvd_items):
     # Conciseness is scored in whole steps here, word counts are integers: rounding undoes the jitter.
     assert sorted(np.round(offsets[:, 1])) == expected_human
     assert sorted(np.round(offsets[:, 0])) == expected_judge
+
+
+def test_msvd_page_in_a_real_browser(msvd_cli_run, open_page, tmp_path):
+    """Headless Chromium opens the page: every image decodes at the size of the PNG beside it, nothing is fetched,
+    no script fails, the page needs no horizontal scrolling; a screenshot is kept."""
+    _, out = msvd_cli_run
+    visit = open_page(out / "correlation.html")
+    assert visit.image_count() == len(list(out.glob("*.png"))) == len(DIMENSIONS) + 1
+    assert visit.broken_images() == []
+    decoded = visit.page.evaluate(
+        "() => Array.from(document.images).map(img => [img.dataset.file, img.naturalWidth, img.naturalHeight])"
+    )
+    for file_name, width, height in decoded:
+        assert (width, height) == png_size((out / file_name).read_bytes()), file_name
+    assert visit.offsite_requests() == []
+    assert visit.script_errors == []
+    assert visit.page.evaluate("() => document.documentElement.scrollWidth <= window.innerWidth")
+    assert len(visit.visible("figure")) == len(DIMENSIONS) + 1
+    shot = visit.screenshot(tmp_path / "correlation-page.png")
+    assert png_size(shot.read_bytes())[0] >= 1000
