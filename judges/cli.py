@@ -18,6 +18,7 @@ COMMAND_MODULES = (
     "capjudge.judges.anycap_cli",
     "capjudge.metrics.correlate_cli",
     "capjudge.metrics.leaderboard_cli",
+    "capjudge.metrics.item_report_cli",
     "capjudge.metrics.reliability_cli",
     "capjudge.judges.local_server",
     "capjudge.tasks.demo_run",

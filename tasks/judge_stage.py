@@ -208,7 +208,9 @@ def judge_stage(
         failed += int(not judgment.result.ok)
         for name in per_metric:
             per_metric[name].append(metrics.get(name))
-        lines.append({"doc_id": doc_id, "target": task.doc_to_target(doc), "filtered_resps": caption, **metrics})
+        # `input` as lmms-eval logs it (the prompt the model was given): the item report shows it.
+        lines.append({"doc_id": doc_id, "target": task.doc_to_target(doc), "filtered_resps": caption, **metrics,
+                      "input": task.doc_to_text(doc)})
     aggregated = {f"{name},none": aggregate(values) for name, aggregate in task.aggregation().items()
                   for values in [per_metric[name]]}
     written = _write_run(out, source, task, task_name, aggregated, lines)

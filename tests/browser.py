@@ -129,13 +129,14 @@ class Browser:
         else:
             route.abort("blockedbyclient")
 
-    def open(self, path: Path) -> PageVisit:
+    def open(self, path: Path, fragment: str = "") -> PageVisit:
+        """Open a local file (with `#fragment` when given) in a new tab and wait for its load event."""
         page = self._context.new_page()
         visit = PageVisit(page=page, path=path)
         page.on("request", lambda request: visit.requests.append(request.url))
         page.on("websocket", lambda socket: visit.requests.append(socket.url))
         page.on("pageerror", lambda error: visit.script_errors.append(str(error)))
-        page.goto(path.resolve().as_uri(), wait_until="load")
+        page.goto(path.resolve().as_uri() + (f"#{fragment}" if fragment else ""), wait_until="load")
         return visit
 
     def close(self) -> None:

@@ -68,11 +68,12 @@ def _chromium():
 
 @pytest.fixture
 def open_page(_chromium, tmp_path):
-    """`open_page(path) -> PageVisit` in the real browser; each page opened is screenshotted into tmp_path at the end."""
+    """`open_page(path, fragment="") -> PageVisit` in the real browser; each page opened is screenshotted into
+    tmp_path at the end."""
     visits = []
 
-    def open_(path: Path):
-        visit = _chromium.open(Path(path))
+    def open_(path: Path, fragment: str = ""):
+        visit = _chromium.open(Path(path), fragment)
         visits.append(visit)
         return visit
 
