@@ -16,7 +16,8 @@ import argparse
 import itertools
 import json
 import sys
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +39,7 @@ class ScoredItems:
     item_ids: list[str]
     judges: list[str]  # the scorers under study; the others are classic baselines
     groups: list[str] | None = None
-    comparisons: list[tuple[str, str]] = field(default_factory=list)
+    comparisons: Sequence[tuple[str, str]] = ()
 
 
 def register(groups: Any) -> None:

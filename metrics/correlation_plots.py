@@ -41,7 +41,6 @@ from typing import Any, Literal
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.collections import PathCollection
-from matplotlib.container import ErrorbarContainer
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
@@ -116,9 +115,7 @@ class DrawnScatter:
 @dataclass(frozen=True)
 class DrawnChart:
     entries: tuple[TauEntry, ...]
-    figure: Figure
-    # (target, label) -> the drawn point with its whiskers; entries not measurable have none
-    markers: dict[tuple[str, str], ErrorbarContainer]
+    figure: Figure  # each measurable entry is one ErrorbarContainer in its panel's axes.containers
 
 
 @dataclass(frozen=True)
@@ -138,7 +135,7 @@ def tie_jitter(values: np.ndarray, item_of_value: np.ndarray, rng: np.random.Gen
     distinct = np.unique(per_item)
     if distinct.size == per_item.size:
         return values.copy()
-    if distinct.size == 1:
+    if distinct.size == 1:  # no gap to scale by: a width small against the value itself
         half_width = JITTER_FRACTION * max(1.0, abs(float(distinct[0]))) * 0.1
     else:
         half_width = JITTER_FRACTION * float(np.diff(distinct).min())
@@ -257,7 +254,6 @@ def draw_tau_chart(entries: Sequence[TauEntry], settings: BootstrapSettings) -> 
     FigureCanvasAgg(figure)
     low, high = _x_range(entries)
     rows = {label: position for position, label in enumerate(labels)}  # first label on top (axis inverted)
-    markers: dict[tuple[str, str], ErrorbarContainer] = {}
     for index, target in enumerate(targets):
         axes = figure.add_subplot(n_rows, n_cols, index + 1)
         axes.set_xlim(low, high)
@@ -278,7 +274,7 @@ def draw_tau_chart(entries: Sequence[TauEntry], settings: BootstrapSettings) -> 
             xerr = None
             if entry.tau_b.ci_low is not None:
                 xerr = [[value - entry.tau_b.ci_low], [entry.tau_b.ci_high - value]]
-            markers[(target, entry.label)] = axes.errorbar(
+            axes.errorbar(
                 [value], [y], xerr=xerr, fmt=style["marker"], color=style["color"], capsize=3, markersize=5,
             )
         for label in labels:
@@ -290,7 +286,7 @@ def draw_tau_chart(entries: Sequence[TauEntry], settings: BootstrapSettings) -> 
     if handles:
         figure.legend(handles=handles, loc="outside lower center", ncols=len(handles), fontsize=8, frameon=False)
     figure.suptitle("\n".join(textwrap.wrap(f"Kendall τb with {interval_note(settings)}", 90)), fontsize=10)
-    return DrawnChart(tuple(entries), figure, markers)
+    return DrawnChart(tuple(entries), figure)
 
 
 def _x_range(entries: Sequence[TauEntry]) -> tuple[float, float]:
