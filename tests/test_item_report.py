@@ -23,7 +23,7 @@ from types import SimpleNamespace
 
 import pytest
 from conftest import REPO_ROOT, run_capjudge
-from harness_runs import TEST_API_KEY, TEST_JUDGE_MODEL, judge_server
+from harness_runs import TEST_API_KEY, TEST_JUDGE_MODEL, judge_server, run_lmms_eval
 from openai_server import Reply, prompt_text, rubric_responder, with_logprobs
 
 pytestmark = pytest.mark.slow
@@ -315,15 +315,58 @@ def test_runs_of_different_tasks_stay_apart_and_moved_clips_are_found(runs, open
     assert visit.broken_images() == [] and visit.image_count() == 10 + 10 * 8
 
 
+def _lmms_eval(tmp_path: Path, name: str, log_samples: bool):
+    """A real lmms-eval run of one caption set on the first three G-VEval demo items, judged by the stand-in."""
+    with judge_server(responder=StandInJudge()) as judge:
+        return run_lmms_eval(
+            model="captions_file", model_args=f"path={DEMO / f'captions_{name}.jsonl'},model_name={name}", tasks=GVEVAL,
+            output_path=tmp_path / name, judge_base_url=judge.base_url, cache_path=tmp_path / "cache.sqlite",
+            limit=3, log_samples=log_samples,
+        )
+
+
+def test_an_lmms_eval_run_sits_beside_a_capjudge_judge_run(runs, open_page, tmp_path):
+    harness = _lmms_eval(tmp_path, "fair", log_samples=True)
+    out = tmp_path / "report"
+    made = run_capjudge("report", str(runs.folders[("good", GVEVAL)]), str(harness.output_path), "--out", str(out))
+    assert made.returncode == 0, made.stderr
+    visit = open_page(out / "report.html")
+    assert visit.script_errors == [] and visit.offsite_requests() == [] and visit.broken_images() == []
+    # lmms-eval logs G-VEval's references as str() of the list; the page lists them one by one all the same.
+    logged = {line["judged"]["item_id"]: line for line in harness.samples(GVEVAL)}
+    assert isinstance(logged["g01"]["target"], str)
+    references = visit.page.locator(f"#item-{GVEVAL}-g01 .references li").all_inner_texts()
+    assert references == runs.samples[("good", GVEVAL)]["g01"]["target"]
+    # The fair run judged three items: those show both captions, the rest only good's.
+    fair = _captions("fair")
+    for item in ("g01", "g02", "g03", "g04"):
+        cards = visit.page.locator(f"#item-{GVEVAL}-{item} .judgment")
+        models = [cards.nth(n).get_attribute("data-model") for n in range(cards.count())]
+        assert models == (["good", "fair"] if item in logged else ["good"])
+        if item in logged:
+            assert cards.nth(1).locator(".caption").inner_text() == fair[item]
+
+
 def test_a_run_without_log_samples_is_refused_naming_it(runs, tmp_path):
-    unlogged = tmp_path / "unlogged"
-    shutil.copytree(runs.folders[("poor", GVEVAL)], unlogged)
-    for samples in unlogged.glob("*_samples_*.jsonl"):
-        samples.unlink()
-    made = run_capjudge("report", str(runs.folders[("good", GVEVAL)]), f"nosamples={unlogged}", "--out", str(tmp_path / "out"))
+    unlogged = _lmms_eval(tmp_path, "fair", log_samples=False)
+    assert not list(unlogged.output_path.rglob("*_samples_*.jsonl"))
+    made = run_capjudge("report", str(runs.folders[("good", GVEVAL)]), f"nosamples={unlogged.results_file}",
+                        "--out", str(tmp_path / "out"))
     assert made.returncode == 1
-    assert "run nosamples" in made.stderr and str(unlogged) in made.stderr and "--log_samples" in made.stderr
+    assert "run nosamples" in made.stderr and str(unlogged.results_file) in made.stderr
+    assert "--log_samples" in made.stderr
     assert not (tmp_path / "out" / "report.html").exists()
+
+
+def test_a_clip_that_cannot_be_decoded_is_a_message_not_a_crash(tmp_path):
+    from capjudge.metrics.item_frames import FrameRenderer, FrameRequest
+
+    broken = tmp_path / "broken.mp4"
+    broken.write_bytes(b"not a video at all" * 100)
+    visual = FrameRenderer(tmp_path / "out").render(GVEVAL, "g01", FrameRequest("gveval", "frames", str(broken), None))
+    assert visual.images == () and visual.problem is not None and str(broken) in visual.problem
+    unjudged = FrameRenderer(tmp_path / "out").render(GVEVAL, "g02", FrameRequest("gveval", "frames", str(broken), "video_missing"))
+    assert "failed at judge time (video_missing)" in unjudged.problem
 
 
 def test_the_browser_check_sees_a_request_that_would_leave_the_machine(open_page, tmp_path):
