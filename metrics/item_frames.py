@@ -14,13 +14,16 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 GVEVAL = "gveval"
 ANYCAP = "anycap"
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+# Failure kinds of an item whose judge got no frames at all.
+VIDEO_FAILURES = ("video_missing", "video_unreadable")
 
 
 @dataclass(frozen=True)
@@ -52,7 +55,9 @@ def describe(request: FrameRequest) -> str:
                 f"{gveval.SAMPLE_POINTS} evenly spaced sample points), G-VEval mode '{request.mode}'")
     if request.judge == ANYCAP:
         return f"{anycap.FRAME_POINTS} evenly spaced frames, each a JPEG (quality {anycap.JPEG_QUALITY})"
-    return f"unknown judge {request.judge!r}: its visual input is not known to the report"
+    if request.judge is None:
+        return "not known: the run logged no judge for this item"
+    return f"not known: the report does not know judge {request.judge!r}'s visual input"
 
 
 class FrameRenderer:
@@ -75,7 +80,7 @@ class FrameRenderer:
         description = describe(request)
         if request.judge not in (GVEVAL, ANYCAP) or (request.judge == GVEVAL and request.mode == "references"):
             return VisualInput(description)
-        if request.failure in ("video_missing", "video_unreadable"):
+        if request.failure in VIDEO_FAILURES:
             return VisualInput(description, problem=f"the judge saw no frames: the item failed at judge time "
                                                     f"({request.failure}), so there is nothing to show")
         if not request.video:

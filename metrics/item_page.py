@@ -20,7 +20,7 @@ from capjudge.metrics.item_report import PAGE_NAME, ItemReport
 _SLOT = re.compile(r"\{\{(title|style|script|data)\}\}")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _template(name: str) -> str:
     return resources.files("capjudge.metrics").joinpath("templates", name).read_text(encoding="utf-8")
 

@@ -24,11 +24,21 @@ from typing import Any
 from urllib.parse import quote
 
 import numpy as np
-
-from capjudge.metrics.item_frames import FrameRenderer, VisualInput, frame_request
+from capjudge.metrics.item_frames import (
+    VIDEO_FAILURES,
+    FrameRenderer,
+    VisualInput,
+    frame_request,
+)
 from capjudge.metrics.item_views import JudgmentView, view_judgment
 from capjudge.metrics.jsonl import read_objects
-from capjudge.metrics.runs import LeaderboardError, Run, TaskRun, logged_record, read_runs
+from capjudge.metrics.runs import (
+    LeaderboardError,
+    Run,
+    TaskRun,
+    logged_record,
+    read_runs,
+)
 
 PAGE_NAME = "report.html"
 
@@ -79,14 +89,6 @@ class ReportItem:
     judgments: tuple[ModelJudgment, ...]  # in the section's model order; models without the item left out
     disagreement: float | None  # max - min of the main score across models (None: fewer than two scored)
     spread: float | None  # the largest spread of k replies among the models (None: k = 1)
-
-    @property
-    def failed(self) -> bool:
-        return any(j.view.failure is not None for j in self.judgments)
-
-    @property
-    def length_capped(self) -> bool:
-        return any(j.view.length is not None and j.view.length.capped for j in self.judgments)
 
 
 @dataclass(frozen=True)
@@ -169,9 +171,8 @@ def _section(task: str, runs: Sequence[Run], renderer: FrameRenderer) -> TaskSec
             identity = JudgeIdentity.from_logged(entry.record.get("judge"))
             if identity not in judges:
                 judges.append(identity)
-            judgment = entry.record.get("judgment") if isinstance(entry.record.get("judgment"), Mapping) else {}
             judgments.append(ModelJudgment(model, entry.score, judges.index(identity),
-                                           view_judgment(identity.name, judgment)))
+                                           view_judgment(identity.name, _judgment(entry.record))))
         items.append(_item(task, entries, judgments, renderer))
     return TaskSection(
         task=task, main_metric=main_metric, higher_is_better=first.higher_is_better.get(main_metric, True),
@@ -195,8 +196,10 @@ def _item(task: str, entries: list[tuple[str, _Logged]], judgments: list[ModelJu
           renderer: FrameRenderer) -> ReportItem:
     line, record = entries[0][1].line, entries[0][1].record
     item_id = str(record.get("item_id", line.get("doc_id")))
-    judge = record.get("judge") if isinstance(record.get("judge"), Mapping) else {}
-    judgment = record.get("judgment") if isinstance(record.get("judgment"), Mapping) else {}
+    # The frames come from a model whose judge saw them, when one did (another's may have failed on the video).
+    seen = next((entry.record for _, entry in entries if _judgment(entry.record).get("failure") not in VIDEO_FAILURES),
+                record)
+    judge = seen.get("judge") if isinstance(seen.get("judge"), Mapping) else {}
     scores = np.array([j.score for j in judgments if j.score is not None], dtype=float)
     spreads = [j.view.spread for j in judgments if j.view.spread is not None]
     return ReportItem(
@@ -205,11 +208,16 @@ def _item(task: str, entries: list[tuple[str, _Logged]], judgments: list[ModelJu
         instruction=line.get("input") if isinstance(line.get("input"), str) else None,
         references=_references(line.get("target")),
         caption_type=next((j.view.caption_type for j in judgments if j.view.caption_type), None),
-        visual=renderer.render(task, item_id, frame_request(judge, judgment)),
+        visual=renderer.render(task, item_id, frame_request(judge, _judgment(seen))),
         judgments=tuple(judgments),
         disagreement=float(np.ptp(scores)) if scores.size >= 2 else None,
         spread=max(spreads) if spreads else None,
     )
+
+
+def _judgment(record: Mapping[str, Any]) -> Mapping[str, Any]:
+    judgment = record.get("judgment")
+    return judgment if isinstance(judgment, Mapping) else {}
 
 
 def _references(target: Any) -> tuple[str, ...]:

@@ -86,7 +86,8 @@ def view_judgment(judge: str | None, judgment: Mapping[str, Any]) -> JudgmentVie
     samples = [s for s in judgment.get("samples") or () if isinstance(s, Mapping)]
     reply_of = {GVEVAL: _gveval_reply, ANYCAP: _anycap_reply}.get(judge or "", _generic_reply)
     replies = tuple(reply_of(sample) for sample in samples) if samples else (reply_of(judgment),)
-    combined = reply_of(judgment).scores if samples else replies[0].scores
+    # With k replies the item's scores are their combination: only the values (each reply has its own readings).
+    combined = tuple(ScoreRow(row.name, row.value) for row in reply_of(judgment).scores) if samples else replies[0].scores
     spread = judgment.get("spread") if isinstance(judgment.get("spread"), Mapping) else {}
     main = MAIN_SCORE_NAME.get(judge or "")
     return JudgmentView(
@@ -109,7 +110,12 @@ def view_judgment(judge: str | None, judgment: Mapping[str, Any]) -> JudgmentVie
 
 
 def _gveval_reply(record: Mapping[str, Any]) -> ReplyView:
-    from capjudge.judges.gveval_parser import DIMENSION_NAMES, ParseFailure, parse_statements, reasoning_text
+    from capjudge.judges.gveval_parser import (
+        DIMENSION_NAMES,
+        ParseFailure,
+        parse_statements,
+        reasoning_text,
+    )
 
     raw = _text(record.get("raw_reply"))
     statements = parse_statements(raw) if raw else None
