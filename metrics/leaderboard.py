@@ -1,8 +1,10 @@
 """Leaderboards from lmms-eval runs: per-model metric estimates with item-bootstrap CIs, ranks, and paired tests.
 
-Runs are read by `capjudge.metrics.runs`, the statistics are `capjudge.metrics.leaderboard_stats`, the
-warnings `capjudge.metrics.leaderboard_warnings`; this module decides the columns, ranks the models and
-puts the table together. Rendering is `capjudge.metrics.leaderboard_render`.
+Runs are read by `capjudge.metrics.runs` (and the replies behind each value, when items were judged k > 1
+times, by `capjudge.metrics.leaderboard_replies`), the statistics are `capjudge.metrics.leaderboard_stats`,
+the warnings `capjudge.metrics.leaderboard_warnings`; this module decides the columns, ranks the models
+(overall by one metric, and within each task by that task's main metric) and puts the board together.
+Rendering is `capjudge.metrics.leaderboard_render`.
 
 Kinds of metric, decided from the data: a *rate* has only 0/1 values and is either bool-valued or declared
 `higher_is_better: false` (failure and length-capped rates); every other metric is a *score*. A rate whose
@@ -16,8 +18,8 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
@@ -31,7 +33,8 @@ from capjudge.metrics.leaderboard_stats import (
     mean_estimate,
     paired_comparison,
 )
-from capjudge.metrics.leaderboard_warnings import consistency_warnings, unranked_warnings
+from capjudge.metrics.leaderboard_replies import TaskReplies, task_replies
+from capjudge.metrics.leaderboard_warnings import consistency_warnings, reply_warnings, unranked_warnings
 from capjudge.metrics.runs import LeaderboardError, Run, TaskRun
 
 _FAILURE_NAME = re.compile(r"(failed|failure|failures)$")
@@ -62,6 +65,9 @@ class LeaderboardRow:
     judges: Mapping[str, tuple[str, ...]]  # task -> judge labels
     n_items: Mapping[str, int | None]  # task -> items in the samples log
     usage: Mapping[str, Mapping[str, int]] = field(default_factory=dict)  # task -> requests, tokens, cached items
+    task_ranks: Mapping[str, int | None] = field(default_factory=dict)  # task -> rank by that task's main metric
+    # task -> where this model's items of the task are shown (the per-item report); the HTML links the row there.
+    report_urls: Mapping[str, str] = field(default_factory=dict)
 
     def comparison_for(self, column: MetricColumn) -> Comparison | None:
         return self.comparisons.get(column.key)
@@ -75,6 +81,16 @@ class Leaderboard:
     warnings: tuple[str, ...]
     settings: LeaderboardSettings
     method: str  # one paragraph naming the CI and the test, for every rendering
+    task_rank_columns: Mapping[str, MetricColumn] = field(default_factory=dict)  # task -> its main metric
+
+    @property
+    def tasks(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(c.task for c in self.columns))
+
+    @property
+    def judge_noise_measured(self) -> bool:
+        """Some value's CI is two-level (its model was judged k > 1 times per item)."""
+        return any(e.noise_share is not None for row in self.rows for e in row.estimates.values())
 
     @property
     def main_columns(self) -> tuple[MetricColumn, ...]:
@@ -103,15 +119,34 @@ METHOD_TEMPLATE = (
     "{alpha:g}."
 )
 
+# Added to the method text when some model was judged k > 1 times per item (capjudge.metrics.reply_bootstrap).
+TWO_LEVEL_TEMPLATE = (
+    " Models judged with k > 1 replies per item: their CIs, and the CIs of differences involving them, come "
+    "from a two-level bootstrap: items resampled, then each drawn item's k replies resampled within it. An "
+    "item's mean of k replies already carries the judge's noise, so it is counted once: item values are "
+    "shrunk toward their mean by c = sqrt(s2_b / s2_m) (s2_m the variance of the item values, s2_b = s2_m "
+    "minus the mean of s2_w / k_i, s2_w the replies' pooled within-item variance) and each item's residuals "
+    "are inflated by sqrt(k_i / (k_i - 1)) before they are resampled. Judge noise = 1 - s0 / s, s the SD of "
+    "the two-level bootstrap means and s0 that of the same item draws without the reply level: the share of "
+    "the CI's width that is judge noise, by which a noise-free judge (infinitely many replies) would narrow "
+    "it. Not measurable with one reply per item. The permutation test flips the signs of the per-item "
+    "differences of the k-reply means, exact under its null whatever k."
+)
+
+
+ReportUrl = Callable[[str, str], "str | None"]  # (task, model name) -> URL of the model's items of the task
+
 
 def build_leaderboard(
     runs: Sequence[Run],
     settings: LeaderboardSettings = LeaderboardSettings(),
     rank_by: str | None = None,
     warnings: Iterable[str] = (),
+    report_url: ReportUrl | None = None,
 ) -> Leaderboard:
     """Rank `runs` by `rank_by` (`metric` or `task/metric`; default the first main score) and compare each
-    with the top model in every score column."""
+    with the top model in every score column. `report_url(task, model)` links a row to the model's items
+    (e.g. the per-item report's anchor); None, or a None from it, leaves the row unlinked."""
     if not runs:
         raise LeaderboardError("no runs to compare")
     names = [run.name for run in runs]
@@ -120,15 +155,18 @@ def build_leaderboard(
         raise LeaderboardError(f"several runs are named {repeated}; label them NAME=PATH")
     columns = _columns(runs)
     notes = list(warnings)
-    estimates = {run.name: {c.key: _estimate(run, c, settings) for c in columns} for run in runs}
+    replies = _replies(runs, columns)
+    estimates = {run.name: {c.key: _estimate(run, c, settings, replies) for c in columns} for run in runs}
     rank_column = _rank_column(columns, rank_by)
     comparisons: dict[str, dict[str, Comparison]] = {run.name: {} for run in runs}
     for column in columns:
         if column.kind != "score":
             continue
-        for name, comparison in _compare_with_top(runs, column, estimates, settings).items():
+        for name, comparison in _compare_with_top(runs, column, estimates, settings, replies).items():
             comparisons[name][column.key] = comparison
     ranks = _ranks(runs, rank_column, estimates)
+    task_rank_columns = _task_rank_columns(columns, rank_column)
+    task_ranks = {task: _ranks(runs, column, estimates) for task, column in task_rank_columns.items()}
     rows = [
         LeaderboardRow(
             name=run.name,
@@ -139,20 +177,58 @@ def build_leaderboard(
             judges={task: tuple(sorted(j.label() for j in t.judges)) for task, t in run.tasks.items()},
             n_items={task: t.n_items for task, t in run.tasks.items()},
             usage={task: t.usage for task, t in run.tasks.items() if t.usage},
+            task_ranks={task: task_ranks[task].get(run.name) for task in run.tasks if task in task_ranks},
+            report_urls=_report_urls(run, report_url),
         )
         for run in runs
     ]
     rows.sort(key=lambda row: (row.rank is None, row.rank or 0, row.name))
     notes.extend(consistency_warnings(runs, columns, estimates, settings))
+    notes.extend(reply_warnings(replies))
     notes.extend(unranked_warnings(rows, columns, rank_column))
+    method = METHOD_TEMPLATE.format(**vars(settings))
+    if any(e.noise_share is not None for named in estimates.values() for e in named.values()):
+        method += TWO_LEVEL_TEMPLATE
     return Leaderboard(
         columns=columns,
         rank_column=rank_column,
         rows=tuple(rows),
         warnings=tuple(notes),
         settings=settings,
-        method=METHOD_TEMPLATE.format(**vars(settings)),
+        method=method,
+        task_rank_columns=task_rank_columns,
     )
+
+
+def _replies(runs: Sequence[Run], columns: Sequence[MetricColumn]) -> dict[tuple[str, str], TaskReplies]:
+    """(model, task) -> the replies behind its score-like columns (rates are whole-item outcomes)."""
+    found = {}
+    for run in runs:
+        for task, task_run in run.tasks.items():
+            metrics = [c.metric for c in columns if c.task == task and c.kind != "rate"]
+            found[(run.name, task)] = task_replies(task_run, metrics)
+    return found
+
+
+def _report_urls(run: Run, report_url: ReportUrl | None) -> dict[str, str]:
+    if report_url is None:
+        return {}
+    urls = {task: report_url(task, run.name) for task in run.tasks}
+    return {task: url for task, url in urls.items() if url}
+
+
+def _task_rank_columns(columns: Sequence[MetricColumn], rank_column: MetricColumn | None) -> dict[str, MetricColumn]:
+    """Each task's main metric: the rank column in its own task, else the task's first main (or first) score."""
+    chosen: dict[str, MetricColumn] = {}
+    for task in dict.fromkeys(c.task for c in columns):
+        if rank_column is not None and rank_column.task == task:
+            chosen[task] = rank_column
+            continue
+        scores = [c for c in columns if c.task == task and c.kind == "score"]
+        main = next((c for c in scores if c.main), scores[0] if scores else None)
+        if main is not None:
+            chosen[task] = main
+    return chosen
 
 
 def _columns(runs: Sequence[Run]) -> tuple[MetricColumn, ...]:
@@ -208,7 +284,9 @@ def _coverage(task_run: TaskRun, metric: str) -> int:
     return 1 if metric in task_run.harness_values else 0
 
 
-def _estimate(run: Run, column: MetricColumn, settings: LeaderboardSettings) -> Estimate:
+def _estimate(
+    run: Run, column: MetricColumn, settings: LeaderboardSettings, replies: Mapping[tuple[str, str], TaskReplies]
+) -> Estimate:
     task_run = run.tasks.get(column.task)
     if task_run is None:
         return Estimate(None, None, None, 0, "missing")
@@ -221,7 +299,18 @@ def _estimate(run: Run, column: MetricColumn, settings: LeaderboardSettings) -> 
         if value is None or not math.isfinite(value):
             return Estimate(None, None, None, 0, "missing")
         return Estimate(value, None, None, 0, "harness")
-    return mean_estimate(per_item, settings)
+    matrix = _reply_matrix(replies, run.name, column)
+    estimate = mean_estimate(per_item, settings, matrix)
+    logged = replies.get((run.name, column.task))
+    if matrix is None and logged is not None and column.metric in logged.unmatched:
+        # k replies were logged but none averages to this metric (warned): say k, with no noise share.
+        estimate = replace(estimate, replies=logged.replies_per_item)
+    return estimate
+
+
+def _reply_matrix(replies: Mapping[tuple[str, str], TaskReplies], name: str, column: MetricColumn) -> np.ndarray | None:
+    found = replies.get((name, column.task))
+    return None if found is None else found.matrices.get(column.metric)
 
 
 def _rank_column(columns: Sequence[MetricColumn], rank_by: str | None) -> MetricColumn | None:
@@ -249,21 +338,38 @@ def _ranks(runs: Sequence[Run], column: MetricColumn | None, estimates: Mapping[
     return {name: int(rank) for (name, _), rank in zip(named, rankdata(signed, method="min"))}
 
 
-def _aligned(runs: Sequence[Run], task: str, metric: str, first: str, second: str) -> tuple[np.ndarray, np.ndarray]:
-    """The two runs' values on their common items, in one order."""
-    by_name = {run.name: run.tasks[task] for run in runs if task in run.tasks}
+@dataclass(frozen=True)
+class _Aligned:
+    """Two models' values (and replies, when logged) on their common items, in one order."""
+
+    values: np.ndarray
+    reference: np.ndarray
+    replies: np.ndarray | None
+    reference_replies: np.ndarray | None
+
+
+def _aligned(
+    runs: Sequence[Run], column: MetricColumn, first: str, second: str, replies: Mapping[tuple[str, str], TaskReplies]
+) -> _Aligned:
+    by_name = {run.name: run.tasks[column.task] for run in runs if column.task in run.tasks}
     a, b = by_name[first], by_name[second]
     assert a.item_keys is not None and b.item_keys is not None
     position_in_b = {key: i for i, key in enumerate(b.item_keys)}
     pairs = [(i, position_in_b[key]) for i, key in enumerate(a.item_keys) if key in position_in_b]
-    if not pairs:
-        return np.empty(0), np.empty(0)
-    index_a, index_b = (np.array(side) for side in zip(*pairs))
-    return a.values[metric][index_a], b.values[metric][index_b]
+    index_a, index_b = (np.array(side, dtype=np.int64) for side in zip(*pairs)) if pairs else (np.empty(0, np.int64),) * 2
+    matrix_a, matrix_b = _reply_matrix(replies, first, column), _reply_matrix(replies, second, column)
+    return _Aligned(
+        a.values[column.metric][index_a], b.values[column.metric][index_b],
+        None if matrix_a is None else matrix_a[index_a], None if matrix_b is None else matrix_b[index_b],
+    )
 
 
 def _compare_with_top(
-    runs: Sequence[Run], column: MetricColumn, estimates: Mapping[str, Mapping[str, Estimate]], settings: LeaderboardSettings
+    runs: Sequence[Run],
+    column: MetricColumn,
+    estimates: Mapping[str, Mapping[str, Estimate]],
+    settings: LeaderboardSettings,
+    replies: Mapping[tuple[str, str], TaskReplies],
 ) -> dict[str, Comparison]:
     # Only models with per-item values can be paired; the top model is the best of those.
     testable = [
@@ -274,10 +380,12 @@ def _compare_with_top(
         return {}
     sign = 1.0 if column.higher_is_better else -1.0
     top = max(testable, key=lambda name: (sign * estimates[name][column.key].value, -testable.index(name)))  # type: ignore[operator]
-    compared = {
-        name: paired_comparison(*_aligned(runs, column.task, column.metric, name, top), top, settings)
-        for name in testable if name != top
-    }
+    compared = {}
+    for name in testable:
+        if name == top:
+            continue
+        pair = _aligned(runs, column, name, top, replies)
+        compared[name] = paired_comparison(pair.values, pair.reference, top, settings, pair.replies, pair.reference_replies)
     tested = [name for name, c in compared.items() if c.p_value is not None]
     adjusted = holm_adjust([compared[name].p_value for name in tested])  # type: ignore[misc]
     result: dict[str, Comparison] = {}

@@ -27,6 +27,12 @@ def register(groups: Any) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--confidence", type=float, default=0.95)
     parser.add_argument("--alpha", type=float, default=0.05, help="significance level after Holm correction")
+    parser.add_argument(
+        "--report-url", metavar="TEMPLATE",
+        help="link each row of the HTML to the model's items in `capjudge report`'s page, e.g. "
+             "'report/report.html#task={task}&model={model}' ({task} and {model} are filled in, URL-quoted); "
+             "default: no links",
+    )
     parser.set_defaults(func=run)
 
 
@@ -43,7 +49,8 @@ def run(args: argparse.Namespace) -> int:
             confidence=args.confidence, alpha=args.alpha,
         )
         runs, notes = read_runs(args.runs)
-        board = build_leaderboard(runs, settings, rank_by=args.rank_by, warnings=notes)
+        board = build_leaderboard(runs, settings, rank_by=args.rank_by, warnings=notes,
+                                  report_url=_report_url(args.report_url) if args.report_url else None)
     except (LeaderboardError, ValueError) as error:
         print(f"capjudge leaderboard: {error}", file=sys.stderr)
         return 2
@@ -53,3 +60,12 @@ def run(args: argparse.Namespace) -> int:
     ranked = ", ".join(f"{row.rank or '—'}. {row.name}" for row in board.rows)
     print(f"{len(board.rows)} models ({ranked}); wrote {files.markdown}, {files.csv}, {files.html}, {files.png}")
     return 0
+
+
+def _report_url(template: str):
+    """(task, model) -> the template with both filled in, URL-quoted; a template without either is an error."""
+    from urllib.parse import quote
+
+    if "{task}" not in template and "{model}" not in template:
+        raise ValueError(f"--report-url {template!r} has neither {{task}} nor {{model}}: every row would link to one place")
+    return lambda task, model: template.replace("{task}", quote(task, safe="")).replace("{model}", quote(model, safe=""))

@@ -1,26 +1,33 @@
 """Writers for a `Leaderboard`: leaderboard.md, leaderboard.csv, leaderboard.png and a self-contained
-leaderboard.html (no network: inline CSS and JS, the chart as a data URI).
+leaderboard.html (`capjudge.metrics.leaderboard_html`).
 
-Display conventions: scores keep the task's own scale (one decimal from 10 up, else two); rates are shown in
-% in md/html and as fractions in the CSV (the CSV is for programs). A ▼ after a value marks a model that is
-significantly worse than the column's top model (Holm-corrected paired permutation test).
+leaderboard.md is for people, in a terminal as much as rendered: one section per task (its layout is
+`capjudge.metrics.leaderboard_layout`), tables padded into columns and cut into tables no wider than
+`MARKDOWN_WIDTH` characters (the rank and model columns start each), prose wrapped to the same width, long
+model names shortened (the full names listed under the table). leaderboard.csv is for programs: one row per
+model, every metric with its CI, n, replies per item, judge-noise share and test, every task's judge; it is
+as wide as it needs to be, with rates as fractions.
 """
 
 from __future__ import annotations
 
-import base64
 import csv
-import html
-import io
 import math
-from dataclasses import dataclass
+import textwrap
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from capjudge.metrics.leaderboard import Leaderboard, LeaderboardRow, MetricColumn
-from capjudge.metrics.leaderboard_stats import Comparison, Estimate
+from capjudge.metrics.leaderboard import Leaderboard
+from capjudge.metrics.leaderboard_chart import render_chart_png
+from capjudge.metrics.leaderboard_html import render_html
+from capjudge.metrics.leaderboard_layout import Cell, DisplayColumn, TaskSection, legend, task_sections
 
-WORSE_MARK = "▼"
+MARKDOWN_WIDTH = 120
+MODEL_NAME_WIDTH = 24  # longer names are shortened in the Markdown tables
 USAGE_FIELDS = ("requests", "prompt_tokens", "completion_tokens", "cached_items")
+
+__all__ = ["LeaderboardFiles", "render_chart_png", "render_html", "render_markdown", "write_csv", "write_leaderboard"]
 
 
 @dataclass(frozen=True)
@@ -46,126 +53,140 @@ def write_leaderboard(board: Leaderboard, out_dir: Path) -> LeaderboardFiles:
 
 
 # ---------------------------------------------------------------------------------------------------------
-# Cell text
+# Markdown
 # ---------------------------------------------------------------------------------------------------------
 
 
-def _number(value: float, column: MetricColumn) -> str:
-    if column.kind == "rate":
-        return f"{100 * value:.1f}"
-    return f"{value:.1f}" if abs(value) >= 10 else f"{value:.2f}"
-
-
-def format_estimate(estimate: Estimate, column: MetricColumn, comparison: Comparison | None = None) -> str:
-    if estimate.value is None:
-        return "—"
-    text = _number(estimate.value, column) + ("%" if column.kind == "rate" else "")
-    if estimate.ci_low is not None and estimate.ci_high is not None:
-        text += f" [{_number(estimate.ci_low, column)}, {_number(estimate.ci_high, column)}]"
-    elif estimate.source == "harness":
-        text += " (no CI)"
-    if comparison is not None and comparison.significant:
-        text += f" {WORSE_MARK}"
-    return text
-
-
-def _difference_text(comparison: Comparison | None, column: MetricColumn) -> str:
-    if comparison is None or comparison.difference is None:
-        return "—"
-    text = f"{comparison.difference:+.2f}"
-    if comparison.ci_low is not None and comparison.ci_high is not None:
-        text += f" [{comparison.ci_low:+.2f}, {comparison.ci_high:+.2f}]"
-    return text
-
-
-def _p_text(comparison: Comparison | None) -> str:
-    if comparison is None or comparison.p_adjusted is None:
-        return "—"
-    return f"{comparison.p_adjusted:.3g}"
-
-
-def _differs_text(row: LeaderboardRow, board: Leaderboard) -> str:
-    column = board.rank_column
-    if column is None:
-        return "—"
-    comparison = row.comparison_for(column)
-    if comparison is None:
-        return "top" if board.top(column) == row.name else "—"
-    if comparison.significant is None:
-        return "untestable"
-    return "yes" if comparison.significant else "no"
-
-
-def _header_cells(board: Leaderboard) -> list[str]:
-    rank_label = board.rank_column.label if board.rank_column else "rank metric"
-    cells = ["Rank", "Model"]
-    cells += [c.label + (" (%)" if c.kind == "rate" else "") for c in board.columns]
-    cells += [f"Δ {rank_label} vs top [CI]", "p (Holm)", "Differs from top", "Items", "Judge"]
-    return cells
-
-
-def _row_cells(row: LeaderboardRow, board: Leaderboard) -> list[str]:
-    cells = [str(row.rank) if row.rank is not None else "—", row.name]
-    cells += [format_estimate(row.estimates[c.key], c, row.comparison_for(c)) for c in board.columns]
-    rank_comparison = row.comparison_for(board.rank_column) if board.rank_column else None
-    cells += [
-        _difference_text(rank_comparison, board.rank_column) if board.rank_column else "—",
-        _p_text(rank_comparison),
-        _differs_text(row, board),
-        ", ".join(f"{task}: {n if n is not None else '?'}" for task, n in row.n_items.items()),
-        "; ".join(f"{task}: {', '.join(labels) or 'not recorded'}" for task, labels in row.judges.items()),
-    ]
-    return cells
-
-
-def _legend(board: Leaderboard) -> str:
-    ranked = f"Ranked by {board.rank_column.label}. " if board.rank_column else ""
-    return f"{ranked}{WORSE_MARK}: significantly worse than the column's top model. {board.method}"
-
-
-# ---------------------------------------------------------------------------------------------------------
-# Markdown and CSV
-# ---------------------------------------------------------------------------------------------------------
-
-
-def render_markdown(board: Leaderboard) -> str:
-    def row_text(cells: list[str]) -> str:
-        return "| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |"
-
-    header = _header_cells(board)
+def render_markdown(board: Leaderboard, width: int = MARKDOWN_WIDTH) -> str:
     lines = ["# Leaderboard", ""]
     if board.warnings:
-        lines += ["## Warnings", ""] + [f"- ⚠ {warning}" for warning in board.warnings] + [""]
-    lines += [row_text(header), "|" + "|".join("---" for _ in header) + "|"]
-    lines += [row_text(_row_cells(row, board)) for row in board.rows]
-    lines += ["", _legend(board), ""]
-    lines += _usage_lines(board)
+        lines += ["## Warnings", ""]
+        for warning in board.warnings:
+            lines += textwrap.wrap(f"- ⚠ {warning}", width, subsequent_indent="  ", break_on_hyphens=False)
+        lines.append("")
+    shorts = short_names([row.name for row in board.rows])
+    for section in task_sections(board):
+        lines += _section_lines(section, shorts, width)
+    lines += ["## Method", ""] + _wrapped(legend(board), width) + [""]
+    lines += _usage_lines(board, shorts, width)
     return "\n".join(lines)
 
 
-def _usage_lines(board: Leaderboard) -> list[str]:
+def _wrapped(text: str, width: int) -> list[str]:
+    return textwrap.wrap(text, width, break_on_hyphens=False)
+
+
+def _section_lines(section: TaskSection, shorts: dict[str, str], width: int) -> list[str]:
+    rank, model = section.keys
+    model, names_note = _with_short_names(model, shorts, width)
+    keys = (rank, model)
+    lines = [f"## {section.task}", ""] + _wrapped(section.caption, width) + [""]
+    for chunk in _packed(keys, section.main, width):
+        lines += _table(keys + tuple(chunk)) + [""]
+    if section.others:
+        lines += _wrapped("Other metrics: mean [CI]; rates in % of the items.", width) + [""]
+        for chunk in _packed(keys, section.others, width):
+            lines += _table(keys + tuple(chunk)) + [""]
+    lines += names_note
+    lines += _wrapped(section.judge_note, width) + [""]
+    return lines
+
+
+def short_names(names: Sequence[str]) -> dict[str, str]:
+    """Each model's name in the Markdown tables: cut to `MODEL_NAME_WIDTH` with an ellipsis, numbered when two
+    cuts would read the same; the same for a model in every table."""
+    shorts: dict[str, str] = {}
+    for name in names:
+        short = name if len(name) <= MODEL_NAME_WIDTH else name[: MODEL_NAME_WIDTH - 1] + "…"
+        number = 2
+        while short in shorts.values():
+            suffix = f"…{number}"
+            short, number = name[: MODEL_NAME_WIDTH - len(suffix)] + suffix, number + 1
+        shorts[name] = short
+    return shorts
+
+
+def _with_short_names(model: DisplayColumn, shorts: dict[str, str], width: int) -> tuple[DisplayColumn, list[str]]:
+    """The model column with short names, and the note that spells out the ones that were cut."""
+    cut = [(shorts[cell.value], cell.value) for cell in model.cells if shorts[cell.value] != cell.value]
+    column = replace(model, cells=tuple(replace(cell, value=shorts[cell.value]) for cell in model.cells))
+    note = _wrapped("Full model names: " + "; ".join(f"{short} = {full}" for short, full in cut), width) + [""] if cut else []
+    return column, note
+
+
+def _column_width(column: DisplayColumn) -> int:
+    return max([len(column.header), 3] + [len(_escaped(cell)) for cell in column.cells])
+
+
+def _table_width(columns: Sequence[DisplayColumn]) -> int:
+    return sum(_column_width(c) for c in columns) + 3 * len(columns) + 1
+
+
+def _packed(keys: Sequence[DisplayColumn], columns: Sequence[DisplayColumn], width: int) -> list[list[DisplayColumn]]:
+    """`columns` in order, cut into as few tables as fit `width` with the key columns in front of each."""
+    chunks: list[list[DisplayColumn]] = []
+    for column in columns:
+        if chunks and _table_width([*keys, *chunks[-1], column]) <= width:
+            chunks[-1].append(column)
+        else:
+            chunks.append([column])
+    return chunks
+
+
+def _escaped(cell: Cell) -> str:
+    return cell.text.replace("|", "\\|")
+
+
+def _table(columns: Sequence[DisplayColumn]) -> list[str]:
+    widths = [_column_width(c) for c in columns]
+
+    def line(cells: Sequence[str], aligns: Sequence[str]) -> str:
+        padded = [text.ljust(w) if align == "left" else text.rjust(w) for text, w, align in zip(cells, widths, aligns)]
+        return "| " + " | ".join(padded) + " |"
+
+    aligns = [c.align for c in columns]
+    rule = "|" + "|".join(("-" * (w + 1) + ":") if a == "right" else ("-" * (w + 2)) for w, a in zip(widths, aligns)) + "|"
+    rows = [line([_escaped(c.cells[i]) for c in columns], aligns) for i in range(len(columns[0].cells))]
+    return [line([c.header for c in columns], ["left"] * len(columns)), rule, *rows]
+
+
+def _usage_lines(board: Leaderboard, shorts: dict[str, str], width: int) -> list[str]:
     """What judging each run cost, as the API reported it (items answered from the cache cost nothing)."""
     rows = [(row.name, task, usage) for row in board.rows for task, usage in row.usage.items()]
     if not rows:
         return []
-    lines = ["## Judge usage", "", "| model | task | items | from cache | requests | prompt tokens | completion tokens |",
-             "|---|---|---|---|---|---|---|"]
-    for name, task, usage in rows:
-        lines.append(f"| {name} | {task} | {usage.get('items', 0)} | {usage.get('cached_items', 0)} | "
-                     f"{usage.get('requests', 0)} | {usage.get('prompt_tokens', 0):,} | {usage.get('completion_tokens', 0):,} |")
-    return lines + [""]
+    names = ("model", "task", "items", "from cache", "requests", "prompt tokens", "completion tokens")
+    values = [
+        (name, task, str(usage.get("items", 0)), str(usage.get("cached_items", 0)), str(usage.get("requests", 0)),
+         f"{usage.get('prompt_tokens', 0):,}", f"{usage.get('completion_tokens', 0):,}")
+        for name, task, usage in rows
+    ]
+    columns = [
+        DisplayColumn(header, tuple(Cell(row[i]) for row in values), align="left" if i < 2 else "right")
+        for i, header in enumerate(names)
+    ]
+    model, names_note = _with_short_names(columns[0], shorts, width)
+    return ["## Judge usage", "", *_table([model, *columns[1:]]), "", *names_note]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# CSV
+# ---------------------------------------------------------------------------------------------------------
 
 
 def write_csv(board: Leaderboard, path: Path) -> None:
     header = ["rank", "model", "results_paths"]
     for column in board.columns:
-        header += [column.key, f"{column.key}_ci_low", f"{column.key}_ci_high", f"{column.key}_n"]
+        key = column.key
+        header += [key, f"{key}_ci_low", f"{key}_ci_high", f"{key}_n", f"{key}_replies", f"{key}_judge_noise_share"]
         if column.kind == "score":
-            header += [f"{column.key}_diff_vs_top", f"{column.key}_p_vs_top", f"{column.key}_p_holm", f"{column.key}_differs_from_top"]
+            header += [f"{key}_diff_vs_top", f"{key}_diff_ci_low", f"{key}_diff_ci_high", f"{key}_p_vs_top",
+                       f"{key}_p_holm", f"{key}_differs_from_top"]
     header += ["rank_metric", "top_model", "test"]
-    tasks = list(dict.fromkeys(c.task for c in board.columns))
-    header += [f"items_{task}" for task in tasks] + [f"judge_{task}" for task in tasks]
+    tasks = board.tasks
+    header += [f"rank_{task}" for task in tasks] + [f"items_{task}" for task in tasks] + [f"judge_{task}" for task in tasks]
     header += [f"{name}_{task}" for task in tasks for name in USAGE_FIELDS]
+    header += [f"report_url_{task}" for task in tasks]
     with Path(path).open("w", newline="", encoding="utf-8") as handle:
         writer = csv.writer(handle)
         writer.writerow(header)
@@ -173,11 +194,14 @@ def write_csv(board: Leaderboard, path: Path) -> None:
             cells: list[object] = [row.rank if row.rank is not None else "", row.name, "; ".join(str(p) for p in row.results_paths)]
             for column in board.columns:
                 estimate = row.estimates[column.key]
-                cells += [_csv_value(estimate.value), _csv_value(estimate.ci_low), _csv_value(estimate.ci_high), estimate.n]
+                cells += [_csv_value(estimate.value), _csv_value(estimate.ci_low), _csv_value(estimate.ci_high), estimate.n,
+                          estimate.replies, _csv_value(estimate.noise_share)]
                 if column.kind == "score":
                     comparison = row.comparison_for(column)
                     cells += [
                         _csv_value(comparison.difference if comparison else None),
+                        _csv_value(comparison.ci_low if comparison else None),
+                        _csv_value(comparison.ci_high if comparison else None),
                         _csv_value(comparison.p_value if comparison else None),
                         _csv_value(comparison.p_adjusted if comparison else None),
                         "" if comparison is None or comparison.significant is None else str(comparison.significant).lower(),
@@ -187,126 +211,17 @@ def write_csv(board: Leaderboard, path: Path) -> None:
                 board.top(board.rank_column) or "" if board.rank_column else "",
                 "paired permutation (sign-flip), Holm-corrected",
             ]
-            cells += [row.n_items.get(task) if row.n_items.get(task) is not None else "" for task in tasks]
+            cells += [_blank_if_none(row.task_ranks.get(task)) for task in tasks]
+            cells += [_blank_if_none(row.n_items.get(task)) for task in tasks]
             cells += ["; ".join(row.judges.get(task, ())) for task in tasks]
             cells += [row.usage.get(task, {}).get(name, "") for task in tasks for name in USAGE_FIELDS]
+            cells += [row.report_urls.get(task, "") for task in tasks]
             writer.writerow(cells)
+
+
+def _blank_if_none(value: object) -> object:
+    return "" if value is None else value
 
 
 def _csv_value(value: float | None) -> str:
     return "" if value is None or (isinstance(value, float) and math.isnan(value)) else repr(float(value))
-
-
-# ---------------------------------------------------------------------------------------------------------
-# Chart
-# ---------------------------------------------------------------------------------------------------------
-
-
-def render_chart_png(board: Leaderboard) -> bytes:
-    """One bar chart per main metric, models in rank order, CI whiskers. Agg canvas: no display needed and no
-    pyplot global state."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    panels = [c for c in board.main_columns if any(row.estimates[c.key].value is not None for row in board.rows)]
-    n_cols = min(3, max(1, len(panels)))
-    n_rows = max(1, math.ceil(len(panels) / n_cols))
-    width = max(4.0, 0.9 * len(board.rows) + 1.5)
-    figure = Figure(figsize=(width * n_cols, 3.4 * n_rows), dpi=100, layout="constrained")
-    FigureCanvasAgg(figure)
-    if not panels:
-        axes = figure.add_subplot(1, 1, 1)
-        axes.text(0.5, 0.5, "no metric values to plot", ha="center", va="center")
-        axes.set_axis_off()
-    for index, column in enumerate(panels):
-        axes = figure.add_subplot(n_rows, n_cols, index + 1)
-        rows = [row for row in board.rows if row.estimates[column.key].value is not None]
-        values = [row.estimates[column.key].value for row in rows]
-        lower = [v - e.ci_low if e.ci_low is not None else 0.0 for v, e in zip(values, (r.estimates[column.key] for r in rows))]
-        upper = [e.ci_high - v if e.ci_high is not None else 0.0 for v, e in zip(values, (r.estimates[column.key] for r in rows))]
-        colours = ["#c0392b" if (row.comparison_for(column) and row.comparison_for(column).significant) else "#2e86c1" for row in rows]
-        positions = list(range(len(rows)))
-        axes.bar(positions, values, color=colours, yerr=[lower, upper], capsize=4, ecolor="#333333")
-        axes.set_xticks(positions, [row.name for row in rows], rotation=30, ha="right", fontsize=8)
-        axes.set_title(column.label, fontsize=10)
-        axes.grid(axis="y", alpha=0.3)
-    figure.suptitle(f"Means with {board.settings.confidence:.0%} bootstrap CIs (red: significantly worse than the top model)", fontsize=10)
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png")
-    return buffer.getvalue()
-
-
-# ---------------------------------------------------------------------------------------------------------
-# HTML
-# ---------------------------------------------------------------------------------------------------------
-
-_STYLE = """
-body { font-family: system-ui, sans-serif; margin: 2em; color: #222; }
-table { border-collapse: collapse; font-size: 0.9em; }
-th, td { border: 1px solid #ccc; padding: 0.3em 0.6em; text-align: right; white-space: nowrap; }
-td:nth-child(2), th:nth-child(2) { text-align: left; }
-th { background: #f0f3f6; cursor: pointer; user-select: none; }
-th[aria-sort="ascending"]::after { content: " ▲"; }
-th[aria-sort="descending"]::after { content: " ▼"; }
-.warnings { background: #fff4e5; border-left: 4px solid #e67e22; padding: 0.5em 1em; }
-.method { max-width: 60em; font-size: 0.9em; color: #555; }
-img { max-width: 100%; margin-top: 1em; }
-"""
-
-# Sorts by each cell's data-sort (numbers numerically, empty cells last), toggling direction per click.
-_SCRIPT = """
-document.querySelectorAll("table.sortable th").forEach(function (header, column) {
-  header.addEventListener("click", function () {
-    var table = header.closest("table"), body = table.tBodies[0];
-    var ascending = header.getAttribute("aria-sort") !== "ascending";
-    table.querySelectorAll("th").forEach(function (h) { h.removeAttribute("aria-sort"); });
-    header.setAttribute("aria-sort", ascending ? "ascending" : "descending");
-    var rows = Array.prototype.slice.call(body.rows);
-    rows.sort(function (a, b) {
-      var x = a.cells[column].getAttribute("data-sort"), y = b.cells[column].getAttribute("data-sort");
-      if (x === "") return 1; if (y === "") return -1;
-      var nx = parseFloat(x), ny = parseFloat(y), order;
-      if (!isNaN(nx) && !isNaN(ny)) { order = nx - ny; } else { order = x.localeCompare(y); }
-      return ascending ? order : -order;
-    });
-    rows.forEach(function (row) { body.appendChild(row); });
-  });
-});
-"""
-
-
-def _sort_keys(row: LeaderboardRow, board: Leaderboard) -> list[str]:
-    def key(value: float | None) -> str:
-        return "" if value is None else repr(float(value))
-
-    keys = [key(row.rank), row.name]
-    keys += [key(row.estimates[c.key].value) for c in board.columns]
-    comparison = row.comparison_for(board.rank_column) if board.rank_column else None
-    keys += [key(comparison.difference if comparison else None), key(comparison.p_adjusted if comparison else None)]
-    keys += [_differs_text(row, board)]
-    keys += [key(sum(n for n in row.n_items.values() if n is not None)), ""]
-    return keys
-
-
-def render_html(board: Leaderboard, png: bytes) -> str:
-    escape = html.escape
-    header = "".join(f"<th>{escape(cell)}</th>" for cell in _header_cells(board))
-    body_rows = []
-    for row in board.rows:
-        cells = "".join(
-            f'<td data-sort="{escape(sort)}">{escape(text)}</td>' for text, sort in zip(_row_cells(row, board), _sort_keys(row, board))
-        )
-        body_rows.append(f"<tr>{cells}</tr>")
-    warnings = ""
-    if board.warnings:
-        items = "".join(f"<li>⚠ {escape(w)}</li>" for w in board.warnings)
-        warnings = f'<div class="warnings"><h2>Warnings</h2><ul>{items}</ul></div>'
-    chart = base64.b64encode(png).decode("ascii")
-    return (
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>Leaderboard</title>"
-        f"<style>{_STYLE}</style></head><body><h1>Leaderboard</h1>{warnings}"
-        f'<table class="sortable"><thead><tr>{header}</tr></thead><tbody>{"".join(body_rows)}</tbody></table>'
-        f'<p class="method">{escape(_legend(board))} Click a column header to sort.</p>'
-        f'<img alt="Bar charts of the main metrics with confidence-interval whiskers" src="data:image/png;base64,{chart}">'
-        f"<script>{_SCRIPT}</script></body></html>\n"
-    )

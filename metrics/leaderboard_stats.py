@@ -3,7 +3,10 @@ two models with its CI and a permutation test, and Holm's correction.
 
 All seeded (see `LeaderboardSettings`):
 - CI of a mean: percentile interval of the item bootstrap (items resampled with replacement,
-  `capjudge.metrics.bootstrap.draw_item_indices`), vectorised over resamples.
+  `capjudge.metrics.bootstrap.draw_item_indices`), vectorised over resamples. When the items' values are
+  means of k > 1 judge replies and the replies are given, the two-level bootstrap of
+  `capjudge.metrics.reply_bootstrap` instead (items, then replies within items), which also says which
+  share of the CI's width is judge noise. With one reply per item nothing changes.
 - Difference from the top model: on the items both models have a value for, the mean per-item difference,
   its paired item-bootstrap CI, and a paired permutation test (per-item sign flips, `scipy.stats.
   permutation_test`, exact when 2^n is within the permutation budget). p-values are Holm-corrected across
@@ -23,7 +26,7 @@ from capjudge.metrics.bootstrap import (
     draw_item_indices,
     percentile_interval,
 )
-
+from capjudge.metrics.reply_bootstrap import ReplySet, two_level_draws, two_level_interval
 
 
 @dataclass(frozen=True)
@@ -54,6 +57,10 @@ class Estimate:
     ci_high: float | None
     n: int  # items with a value
     source: Literal["samples", "harness", "missing"]
+    replies: int = 1  # judge replies logged per item (k); the CI is two-level when k > 1 and noise is measurable
+    # Share of the CI's width that is judge noise (see capjudge.metrics.reply_bootstrap.two_level_interval);
+    # None when not measurable (one reply per item, or no reply values behind this metric).
+    noise_share: float | None = None
 
 
 @dataclass(frozen=True)
@@ -70,17 +77,38 @@ class Comparison:
     significant: bool | None  # None: not testable (no common items or no per-sample log)
 
 
-def mean_estimate(values: np.ndarray, settings: LeaderboardSettings) -> Estimate:
-    """Mean over the finite values, with the item-bootstrap percentile CI."""
-    finite = np.asarray(values, dtype=float)
-    finite = finite[np.isfinite(finite)]
+def mean_estimate(values: np.ndarray, settings: LeaderboardSettings, replies: np.ndarray | None = None) -> Estimate:
+    """Mean over the finite values, with the item-bootstrap percentile CI; with `replies` ((n_items, k), the
+    judged replies each value is the mean of, NaN for none) and k > 1, the two-level CI and its noise share."""
+    values = np.asarray(values, dtype=float)
+    has_value = np.isfinite(values)
+    finite = values[has_value]
+    k = 1 if replies is None else int(replies.shape[1])
     if finite.size == 0:
-        return Estimate(None, None, None, 0, "samples")
+        return Estimate(None, None, None, 0, "samples", replies=k)
     value = float(finite.mean())
+    if k > 1:
+        two_level = _two_level_interval(finite, [ReplySet(replies[has_value])], settings)
+        if two_level is not None:
+            low, high, share = two_level
+            return Estimate(value, low, high, int(finite.size), "samples", replies=k, noise_share=share)
     interval = _bootstrap_mean_interval(finite, settings)
     if interval is None:
-        return Estimate(value, None, None, int(finite.size), "samples")
-    return Estimate(value, interval[0], interval[1], int(finite.size), "samples")
+        return Estimate(value, None, None, int(finite.size), "samples", replies=k)
+    return Estimate(value, interval[0], interval[1], int(finite.size), "samples", replies=k)
+
+
+def _two_level_interval(
+    values: np.ndarray, reply_sets: Sequence[ReplySet], settings: LeaderboardSettings
+) -> tuple[float, float, float] | None:
+    if values.size < 2 or settings.n_resamples < 2:
+        return None
+    draws = two_level_draws(values, reply_sets, settings.n_resamples, np.random.default_rng(settings.seed))
+    if draws is None:
+        return None
+    low, high, share = two_level_interval(draws, settings.confidence)
+    estimate = float(values.mean())
+    return min(low, estimate), max(high, estimate), share
 
 
 def _bootstrap_mean_interval(values: np.ndarray, settings: LeaderboardSettings) -> tuple[float, float] | None:
@@ -103,9 +131,17 @@ def _bootstrap_mean_interval(values: np.ndarray, settings: LeaderboardSettings) 
 
 
 def paired_comparison(
-    values: np.ndarray, reference: np.ndarray, reference_name: str, settings: LeaderboardSettings
+    values: np.ndarray,
+    reference: np.ndarray,
+    reference_name: str,
+    settings: LeaderboardSettings,
+    replies: np.ndarray | None = None,
+    reference_replies: np.ndarray | None = None,
 ) -> Comparison:
-    """`values - reference` on the items where both are finite (arrays aligned item by item)."""
+    """`values - reference` on the items where both are finite (arrays aligned item by item). With either
+    side's replies ((n_items, k), k > 1) the difference's CI is two-level; the permutation test flips the
+    signs of the per-item differences of the k-reply means either way (exact under its null: the two models'
+    replies to an item are exchangeable)."""
     from scipy.stats import permutation_test
 
     both = np.isfinite(values) & np.isfinite(reference)
@@ -114,7 +150,10 @@ def paired_comparison(
         return Comparison(reference_name, None, None, None, None, None, 0, None)
     differences = values[both] - reference[both]
     difference = float(differences.mean())
-    interval = _bootstrap_mean_interval(differences, settings)
+    reply_sets = [ReplySet(matrix[both], sign) for matrix, sign in ((replies, 1.0), (reference_replies, -1.0))
+                  if matrix is not None and matrix.shape[1] > 1]
+    two_level = _two_level_interval(differences, reply_sets, settings) if reply_sets else None
+    interval = two_level[:2] if two_level is not None else _bootstrap_mean_interval(differences, settings)
     if n_common < 2 or not np.any(differences):
         p_value = 1.0 if n_common >= 2 else None
     else:

@@ -1,5 +1,6 @@
 """What a leaderboard warns about: tasks not run or run without per-sample logs, different item sets,
-different judges or settings, high failure rates, and models left unranked."""
+different judges or settings, high failure rates, k > 1 replies that no metric can be traced to, and models
+left unranked."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from capjudge.metrics.runs import Run
 
 if TYPE_CHECKING:  # the column and row types are the leaderboard's, which imports this module
     from capjudge.metrics.leaderboard import LeaderboardRow, MetricColumn
+    from capjudge.metrics.leaderboard_replies import TaskReplies
 
 
 def consistency_warnings(
@@ -86,6 +88,20 @@ def _judge_warnings(task: str, runs: Sequence[Run]) -> list[str]:
         notes.append(f"{task}: models were judged by different judge models or settings ({labels})")
     if unknown and len(runs) > 1:
         notes.append(f"{task}: the judge is not recorded for {', '.join(unknown)}; cannot check it matches the others")
+    return notes
+
+
+def reply_warnings(replies: Mapping[tuple[str, str], TaskReplies]) -> list[str]:
+    """A run with k > 1 replies per item whose metric cannot be traced to a reply field keeps an items-only
+    CI for it, and says so (its judge-noise share is not measurable)."""
+    notes = []
+    for (name, task), found in replies.items():
+        if found.replies_per_item > 1 and found.unmatched:
+            notes.append(
+                f"{task}: {name} was judged with {found.replies_per_item} replies per item, but no reply value "
+                f"averages to {', '.join(found.unmatched)} on every item; those CIs resample items only and "
+                "their judge noise is not measured"
+            )
     return notes
 
 

@@ -96,6 +96,11 @@ def _cli(capsys, out: Path, *arguments: str) -> tuple[int, str, str]:
     return code, captured.out, captured.err
 
 
+def _markdown_rows(markdown: str) -> list[list[str]]:
+    """The cells of every Markdown table row (header and rule rows included), padding stripped."""
+    return [[cell.strip() for cell in line.strip("|").split(" | ")] for line in markdown.splitlines() if line.startswith("| ")]
+
+
 def _csv_rows(path: Path) -> dict[str, dict[str, str]]:
     with path.open(encoding="utf-8", newline="") as handle:
         return {row["model"]: row for row in csv.DictReader(handle)}
@@ -138,13 +143,14 @@ def test_cli_ranks_the_strong_set_first_and_flags_the_weak_one(runs, tmp_path, c
     assert rows["weak"][f"items_{TASK}"] == str(N_ITEMS)
     assert "permutation" in rows["weak"]["test"]
     markdown = (tmp_path / "board" / "leaderboard.md").read_text(encoding="utf-8")
-    assert "| 1 | strong |" in markdown and "| 2 | weak |" in markdown
+    table_rows = _markdown_rows(markdown)
+    assert ["1", "strong"] in [cells[:2] for cells in table_rows] and ["2", "weak"] in [cells[:2] for cells in table_rows]
     assert "permutation test" in markdown and "Holm" in markdown
     assert "Warnings" not in markdown and "warning:" not in err  # same items, same judge, no failures
     # What judging cost, from the per-item records: one request per item, tokens as the server reported them.
     assert rows["weak"][f"requests_{TASK}"] == str(N_ITEMS) and int(rows["weak"][f"prompt_tokens_{TASK}"]) > 0
     assert rows["weak"][f"cached_items_{TASK}"] == "0"
-    assert "## Judge usage" in markdown and f"| weak | {TASK} | {N_ITEMS} | 0 | {N_ITEMS} |" in markdown
+    assert "## Judge usage" in markdown and ["weak", TASK, str(N_ITEMS), "0", str(N_ITEMS)] in [r[:5] for r in table_rows]
 
 
 @pytest.mark.slow
@@ -331,8 +337,7 @@ class _PageAudit(HTMLParser):
         self.external: list[str] = []
         self.script_sources: list[str] = []
         self.images: list[str] = []
-        self.header_cells = 0
-        self.row_cells: list[int] = []
+        self.tables: list[tuple[list[int], list[int]]] = []  # per table: cells of its header rows, of its body rows
         self._in_head = False
 
     def handle_starttag(self, tag, attrs):
@@ -345,16 +350,16 @@ class _PageAudit(HTMLParser):
             self.script_sources.append(attributes["src"])
         if tag == "img":
             self.images.append(attributes.get("src", ""))
+        if tag == "table":
+            self.tables.append(([], []))
         if tag == "thead":
             self._in_head = True
         if tag == "tbody":
             self._in_head = False
-        if tag == "th" and self._in_head:
-            self.header_cells += 1
-        if tag == "tr" and not self._in_head:
-            self.row_cells.append(0)
-        if tag == "td":
-            self.row_cells[-1] += 1
+        if tag == "tr":
+            (self.tables[-1][0] if self._in_head else self.tables[-1][1]).append(0)
+        if tag in ("th", "td"):
+            (self.tables[-1][0] if self._in_head else self.tables[-1][1])[-1] += 1
 
 
 @pytest.mark.slow
@@ -372,8 +377,11 @@ def test_html_page_has_no_external_resources(runs, tmp_path, capsys):
     inlined = base64.b64decode(audit.images[0].split(",", 1)[1])
     assert inlined == (tmp_path / "board" / "leaderboard.png").read_bytes()
     assert inlined.startswith(b"\x89PNG\r\n\x1a\n")
-    # A sortable table: one header row, every body row as wide as it.
-    assert audit.row_cells == [audit.header_cells, audit.header_cells]
+    # Per task a main table and an other-metrics table (then the usage table): one header row each, every
+    # body row as wide as it, one row per model.
+    assert len(audit.tables) == 3
+    for header_rows, body_rows in audit.tables:
+        assert len(header_rows) == 1 and body_rows == [header_rows[0]] * 2
     assert "addEventListener(\"click\"" in page and 'data-sort="' in page
 
 
