@@ -13,8 +13,10 @@ item says, in the page, which file it needed and why it cannot be shown. An item
 from __future__ import annotations
 
 import hashlib
+import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -74,6 +76,15 @@ class FrameRenderer:
             self._done[key] = self._render(task, item_id, request)
         return self._done[key]
 
+    def render_all(self, wanted: Sequence[tuple[str, str, FrameRequest]]) -> None:
+        """Render many items ahead of `render`, on every core: decoding (PyAV) and resizing (Pillow) release
+        the GIL, and the judges' own frame-building bound keeps memory in check, as when judging."""
+        todo = {(task, item_id, r.judge, r.mode, r.video): (task, item_id, r) for task, item_id, r in wanted}
+        todo = {key: args for key, args in todo.items() if key not in self._done}
+        with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+            for key, visual in zip(todo, pool.map(lambda args: self._render(*args), todo.values())):
+                self._done[key] = visual
+
     def _render(self, task: str, item_id: str, request: FrameRequest) -> VisualInput:
         from capjudge.judges.video import VideoError
 
@@ -110,13 +121,15 @@ class FrameRenderer:
         from capjudge.judges import anycap, gveval
         from capjudge.judges.frame_strip import build_strip, strip_image_part
         from capjudge.judges.types import ImagePart
-        from capjudge.judges.video import sample_frames
+        from capjudge.judges.video import frame_building_slot, sample_frames
 
-        if judge == GVEVAL:
-            parts = [strip_image_part(build_strip(sample_frames(video, gveval.SAMPLE_POINTS, gveval.FRAMES_SHOWN)))]
-        else:
-            parts = [ImagePart.from_pil(frame, "JPEG", quality=anycap.JPEG_QUALITY)
-                     for frame in sample_frames(video, anycap.FRAME_POINTS)]
+        with frame_building_slot():
+            if judge == GVEVAL:
+                strip = build_strip(sample_frames(video, gveval.SAMPLE_POINTS, gveval.FRAMES_SHOWN))
+                parts = [strip_image_part(strip)]
+            else:
+                parts = [ImagePart.from_pil(frame, "JPEG", quality=anycap.JPEG_QUALITY)
+                         for frame in sample_frames(video, anycap.FRAME_POINTS)]
         folder = self.out / "frames" / _safe(task)
         folder.mkdir(parents=True, exist_ok=True)
         stem = _safe(item_id) + "-" + hashlib.sha1(f"{judge}|{video}".encode()).hexdigest()[:8]

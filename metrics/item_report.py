@@ -27,6 +27,7 @@ import numpy as np
 from capjudge.metrics.item_frames import (
     VIDEO_FAILURES,
     FrameRenderer,
+    FrameRequest,
     VisualInput,
     frame_request,
 )
@@ -163,9 +164,10 @@ def _section(task: str, runs: Sequence[Run], renderer: FrameRenderer) -> TaskSec
     per_model = {run.name: _logged_items(run, run.tasks[task], main_metric) for run in having}
     judges: list[JudgeIdentity] = []
     order = list(dict.fromkeys(key for logged in per_model.values() for key in logged))
+    entries_of = {key: [(model, logged[key]) for model, logged in per_model.items() if key in logged] for key in order}
+    renderer.render_all([(task, *_frames_shown(entries)) for entries in entries_of.values()])
     items = []
-    for key in order:
-        entries = [(model, logged[key]) for model, logged in per_model.items() if key in logged]
+    for entries in entries_of.values():
         judgments = []
         for model, entry in entries:
             identity = JudgeIdentity.from_logged(entry.record.get("judge"))
@@ -194,12 +196,8 @@ def _logged_items(run: Run, task_run: TaskRun, main_metric: str) -> dict[str, _L
 
 def _item(task: str, entries: list[tuple[str, _Logged]], judgments: list[ModelJudgment],
           renderer: FrameRenderer) -> ReportItem:
-    line, record = entries[0][1].line, entries[0][1].record
-    item_id = str(record.get("item_id", line.get("doc_id")))
-    # The frames come from a model whose judge saw them, when one did (another's may have failed on the video).
-    seen = next((entry.record for _, entry in entries if _judgment(entry.record).get("failure") not in VIDEO_FAILURES),
-                record)
-    judge = seen.get("judge") if isinstance(seen.get("judge"), Mapping) else {}
+    line = entries[0][1].line
+    item_id, frames = _frames_shown(entries)
     scores = np.array([j.score for j in judgments if j.score is not None], dtype=float)
     spreads = [j.view.spread for j in judgments if j.view.spread is not None]
     return ReportItem(
@@ -208,11 +206,22 @@ def _item(task: str, entries: list[tuple[str, _Logged]], judgments: list[ModelJu
         instruction=line.get("input") if isinstance(line.get("input"), str) else None,
         references=_references(line.get("target")),
         caption_type=next((j.view.caption_type for j in judgments if j.view.caption_type), None),
-        visual=renderer.render(task, item_id, frame_request(judge, _judgment(seen))),
+        visual=renderer.render(task, item_id, frames),
         judgments=tuple(judgments),
         disagreement=float(np.ptp(scores)) if scores.size >= 2 else None,
         spread=max(spreads) if spreads else None,
     )
+
+
+def _frames_shown(entries: list[tuple[str, _Logged]]) -> tuple[str, FrameRequest]:
+    """The item's id, and the frames its judge saw: from a model whose judge saw them, when one did (another
+    model's judgment may have failed on the video)."""
+    line, record = entries[0][1].line, entries[0][1].record
+    item_id = str(record.get("item_id", line.get("doc_id")))
+    seen = next((entry.record for _, entry in entries if _judgment(entry.record).get("failure") not in VIDEO_FAILURES),
+                record)
+    judge = seen.get("judge") if isinstance(seen.get("judge"), Mapping) else {}
+    return item_id, frame_request(judge, _judgment(seen))
 
 
 def _judgment(record: Mapping[str, Any]) -> Mapping[str, Any]:
