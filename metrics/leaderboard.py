@@ -88,11 +88,6 @@ class Leaderboard:
         return tuple(dict.fromkeys(c.task for c in self.columns))
 
     @property
-    def judge_noise_measured(self) -> bool:
-        """Some value's CI is two-level (its model was judged k > 1 times per item)."""
-        return any(e.noise_share is not None for row in self.rows for e in row.estimates.values())
-
-    @property
     def main_columns(self) -> tuple[MetricColumn, ...]:
         return tuple(c for c in self.columns if c.main)
 

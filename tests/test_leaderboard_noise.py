@@ -324,3 +324,61 @@ def test_replies_that_do_not_average_to_the_metric_are_named(judged, tmp_path):
     assert rows["edited"][f"{TASK}/gveval_accuracy_judge_noise_share"] == ""
     assert rows["edited"][f"{TASK}/gveval_accuracy_replies"] == "3"  # logged, but not behind this value
     assert float(rows["edited"][f"{TASK}/gveval_mean_judge_noise_share"]) > 0  # the other metrics are unaffected
+
+
+@pytest.mark.slow
+def test_anycap_scores_are_traced_to_the_final_score_of_each_reply(tmp_path):
+    """AnyCap with k = 3 on the demo clips (real frames, real `capjudge judge`): replies with random scores,
+    and brief captions far over their length range, so the length rule caps some replies (judge score 4,
+    final score lower). The leaderboard must resample the final scores (what anycap_score averages), not the
+    judge's, for the score and each caption type; the caption's length is the same in every reply (no judge
+    noise); rates are whole-item outcomes."""
+    calls: dict[str, int] = {}
+    lock = threading.Lock()
+
+    def respond(body):
+        output = prompt_text(body).split("Model Output:", 1)[1].split("Reference:", 1)[0].strip()
+        with lock:
+            call = calls.get(output, 0)
+            calls[output] = call + 1
+        score = 4 if call == 0 else int(np.random.default_rng([len(output), call]).integers(0, 5))
+        return Reply(json.dumps({"score": score, "reason": "test judge"}))
+
+    items = [json.loads(line) for line in (REPO_ROOT / "tasks/demo/anycap_demo.jsonl").read_text().splitlines() if line.strip()]
+    long_caption = " ".join(["a red ball rolls slowly across a wide grey floor while the light changes"] * 5)
+    captions = tmp_path / "captions.jsonl"
+    captions.write_text("".join(
+        json.dumps({"id": item["id"], "caption": long_caption if item["caption_type"] == "brief" else f"{item['reference']} {i}"}) + "\n"
+        for i, item in enumerate(items)))
+    with OpenAITestServer(responder=respond) as server:
+        env = {"OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "sk-test", "MODEL_VERSION": "test-judge",
+               "CAPJUDGE_CACHE": str(tmp_path / "cache.sqlite"), "CAPJUDGE_JUDGE_SAMPLES": "3",
+               "HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1", "HF_DATASETS_CACHE": str(tmp_path / "hf"),
+               "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+        result = subprocess.run([sys.executable, "-m", "capjudge.judges.cli", "judge", "--captions", str(captions),
+                                 "--task", "anycap_style_demo", "--out", str(tmp_path / "out")], cwd=REPO_ROOT,
+                                env=env, capture_output=True, text=True, timeout=600)
+        assert result.returncode == 0, result.stderr[-3000:]
+    (samples,) = list((tmp_path / "out").rglob("*_samples_anycap_style_demo.jsonl"))
+    replies = [s for line in samples.read_text().splitlines() for s in json.loads(line)["judged"]["judgment"]["samples"]]
+    assert any(r["capped_by"] is not None and r["judge_score"] > r["final_score"] for r in replies)
+
+    from capjudge.metrics.leaderboard_replies import task_replies
+    from capjudge.metrics.runs import read_runs
+
+    (run,), _ = read_runs([str(tmp_path / "out")])
+    task_run = run.tasks["anycap_style_demo"]
+    found = task_replies(task_run, ["anycap_score", "anycap_brief", "anycap_poem", "anycap_output_words"])
+    assert found.replies_per_item == 3 and found.unmatched == ()
+    lines = [json.loads(line) for line in samples.read_text().splitlines()]
+    final = np.array([[s["final_score"] for s in line["judged"]["judgment"]["samples"]] for line in lines], dtype=float)
+    assert np.array_equal(found.matrices["anycap_score"], final)
+    brief = np.isfinite(task_run.values["anycap_brief"])
+    assert np.array_equal(found.matrices["anycap_brief"][brief], final[brief])
+    rows, _, _ = _board(tmp_path, "board", str(tmp_path / "out"))
+    (row,) = rows.values()
+    key = "anycap_style_demo/anycap"
+    assert row[f"{key}_score_replies"] == "3" and float(row[f"{key}_score_judge_noise_share"]) > 0
+    assert row[f"{key}_brief_replies"] == "3" and row[f"{key}_brief_judge_noise_share"] != ""
+    assert float(row[f"{key}_output_words_judge_noise_share"]) == 0.0
+    assert row[f"{key}_length_capped_replies"] == "1" and row[f"{key}_length_capped_judge_noise_share"] == ""
