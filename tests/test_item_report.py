@@ -210,7 +210,7 @@ def test_the_page_shows_every_item_with_the_judges_input_and_what_it_said(runs, 
     # A failed item: its kind, its detail and the requests it took (3 tries for each of the 2 replies).
     failed = visit.page.locator(f"#item-{GVEVAL}-{FAILING_ITEM} .judgment[data-model='poor']")
     assert "failed: missing" in failed.locator(".failure").inner_text()
-    assert "6 (attempts" in failed.inner_text()
+    assert "6 HTTP requests" in failed.inner_text()
     assert failed.locator("details.reply").count() == 2  # each of the k replies, with its raw text
     failed.locator("details.reply").first.click()
     assert "cannot score this caption" in failed.locator("details.reply pre.raw").first.inner_text()
@@ -315,18 +315,22 @@ def test_runs_of_different_tasks_stay_apart_and_moved_clips_are_found(runs, open
     assert visit.broken_images() == [] and visit.image_count() == 10 + 10 * 8
 
 
-def _lmms_eval(tmp_path: Path, name: str, log_samples: bool):
-    """A real lmms-eval run of one caption set on the first three G-VEval demo items, judged by the stand-in."""
+def _lmms_eval(tmp_path: Path, name: str, log_samples: bool, cache: Path, model_name: str | None = None):
+    """A real lmms-eval run of one caption set on the first three G-VEval demo items, judged by the stand-in;
+    returns the run and how many judge requests it made."""
     with judge_server(responder=StandInJudge()) as judge:
-        return run_lmms_eval(
-            model="captions_file", model_args=f"path={DEMO / f'captions_{name}.jsonl'},model_name={name}", tasks=GVEVAL,
-            output_path=tmp_path / name, judge_base_url=judge.base_url, cache_path=tmp_path / "cache.sqlite",
+        run = run_lmms_eval(
+            model="captions_file", model_args=f"path={DEMO / f'captions_{name}.jsonl'},model_name={model_name or name}",
+            tasks=GVEVAL, output_path=tmp_path / name, judge_base_url=judge.base_url, cache_path=cache,
             limit=3, log_samples=log_samples,
         )
+        return run, len(judge.completions)
 
 
 def test_an_lmms_eval_run_sits_beside_a_capjudge_judge_run(runs, open_page, tmp_path):
-    harness = _lmms_eval(tmp_path, "fair", log_samples=True)
+    # The good captions again, judged inside lmms-eval with the fixture's cache: every reply is a cache hit.
+    harness, requests = _lmms_eval(tmp_path, "good", log_samples=True, cache=runs.root / "cache.sqlite", model_name="again")
+    assert requests == 0
     out = tmp_path / "report"
     made = run_capjudge("report", str(runs.folders[("good", GVEVAL)]), str(harness.output_path), "--out", str(out))
     assert made.returncode == 0, made.stderr
@@ -337,18 +341,19 @@ def test_an_lmms_eval_run_sits_beside_a_capjudge_judge_run(runs, open_page, tmp_
     assert isinstance(logged["g01"]["target"], str)
     references = visit.page.locator(f"#item-{GVEVAL}-g01 .references li").all_inner_texts()
     assert references == runs.samples[("good", GVEVAL)]["g01"]["target"]
-    # The fair run judged three items: those show both captions, the rest only good's.
-    fair = _captions("fair")
+    # The lmms-eval run judged three items: those show both columns, the rest only the first run's.
     for item in ("g01", "g02", "g03", "g04"):
         cards = visit.page.locator(f"#item-{GVEVAL}-{item} .judgment")
         models = [cards.nth(n).get_attribute("data-model") for n in range(cards.count())]
-        assert models == (["good", "fair"] if item in logged else ["good"])
+        assert models == (["good", "again"] if item in logged else ["good"])
         if item in logged:
-            assert cards.nth(1).locator(".caption").inner_text() == fair[item]
+            first, again = cards.nth(0).inner_text(), cards.nth(1).inner_text()
+            assert "from the cache\nno" in first and "from the cache\nyes" in again
+            assert "0 HTTP requests" in again
 
 
 def test_a_run_without_log_samples_is_refused_naming_it(runs, tmp_path):
-    unlogged = _lmms_eval(tmp_path, "fair", log_samples=False)
+    unlogged, _ = _lmms_eval(tmp_path, "fair", log_samples=False, cache=tmp_path / "cache.sqlite")
     assert not list(unlogged.output_path.rglob("*_samples_*.jsonl"))
     made = run_capjudge("report", str(runs.folders[("good", GVEVAL)]), f"nosamples={unlogged.results_file}",
                         "--out", str(tmp_path / "out"))

@@ -108,8 +108,8 @@ function judgmentCard(section, judgment) {
   }
   card.append(scoresTable(view.scores) || el("span"));
   const pairs = lengthFacts(view.length) || [];
-  pairs.push(["requests", view.requests === null ? "not logged" : `${view.requests} (attempts, retries included)`]);
-  pairs.push(["cached", yesNo(view.cached)]);
+  pairs.push(["attempts", view.requests === null ? "not logged" : `${view.requests} HTTP requests (retries included)`]);
+  pairs.push(["from the cache", yesNo(view.cached)]);
   if (view.spread !== null) pairs.push(["spread of k replies", number(view.spread)]);
   if (view.flags.length) pairs.push(["flags", view.flags.join(", ")]);
   pairs.push(["judge", `#${judgment.judge + 1}`]);
