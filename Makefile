@@ -42,6 +42,7 @@ chromium:
 	@if [ -x "$(CHROMIUM)" ]; then :; \
 	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 		echo "installing Debian's chromium for the browser tests"; \
+		export DEBIAN_FRONTEND=noninteractive; \
 		apt-get install -y -q chromium >/dev/null || { apt-get update -q && apt-get install -y -q chromium >/dev/null; }; \
 	else \
 		echo "NOTE: no Chromium at $(CHROMIUM); the browser tests will fail until you install one" \
