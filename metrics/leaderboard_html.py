@@ -100,8 +100,8 @@ def _usage(board: Leaderboard) -> str:
     if not rows:
         return ""
     escape = html.escape
-    head = "".join(f"<th>{name}</th>" for name in
-                   ("model", "task", "items", "from cache", "requests", "prompt tokens", "completion tokens"))
+    head = '<th class="left">model</th><th class="left">task</th>' + "".join(
+        f"<th>{name}</th>" for name in ("items", "from cache", "requests", "prompt tokens", "completion tokens"))
     body = "".join(
         f'<tr><td class="left">{escape(name)}</td><td class="left">{escape(task)}</td><td>{usage.get("items", 0)}</td>'
         f'<td>{usage.get("cached_items", 0)}</td><td>{usage.get("requests", 0)}</td>'

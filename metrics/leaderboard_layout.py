@@ -143,8 +143,8 @@ def _judge_note(rows: Sequence[LeaderboardRow], task: str) -> str:
     labels = {row.name: ", ".join(row.judges.get(task, ())) or "not recorded" for row in rows}
     distinct = set(labels.values())
     if len(distinct) == 1:
-        who = "the model" if len(rows) == 1 else f"all {len(rows)} models"
-        return f"Judge ({who}): {distinct.pop()}"
+        who = "" if len(rows) == 1 else f" (all {len(rows)} models)"
+        return f"Judge{who}: {distinct.pop()}"
     return "Judges differ: " + "; ".join(f"{name}: {label}" for name, label in labels.items())
 
 
