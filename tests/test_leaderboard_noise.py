@@ -382,3 +382,23 @@ def test_anycap_scores_are_traced_to_the_final_score_of_each_reply(tmp_path):
     assert row[f"{key}_brief_replies"] == "3" and row[f"{key}_brief_judge_noise_share"] != ""
     assert float(row[f"{key}_output_words_judge_noise_share"]) == 0.0
     assert row[f"{key}_length_capped_replies"] == "1" and row[f"{key}_length_capped_judge_noise_share"] == ""
+
+
+@pytest.mark.slow
+def test_ten_noisy_models_still_fit_a_terminal_and_a_laptop_screen(judged, open_page):
+    """Ten models judged k = 3 times (the two runs under ten long labels): the Judge noise column joins the
+    main table, leaderboard.md stays within 120 columns and the page's main table within 1366 px."""
+    root, runs = judged
+    labels = [f"{'better' if i % 2 else 'plain'}-captioner-with-a-long-label-{i}={runs['better' if i % 2 else 'plain']}"
+              for i in range(10)]
+    rows, markdown, _ = _board(root, "ten", *labels)
+    assert len(rows) == 10 and all(row[f"{TASK}/gveval_mean_replies"] == "3" for row in rows.values())
+    assert max(len(line) for line in markdown.splitlines()) <= 120
+    main_header = next(line for line in markdown.splitlines() if line.startswith("| #") and "[95% CI]" in line)
+    assert main_header.rstrip(" |").endswith("Judge noise")
+    assert len(re.findall(r"\| +\d+% \(k=3\) \|", markdown)) == 10
+    visit = open_page(root / "ten" / "leaderboard.html")
+    viewport = visit.page.evaluate("() => document.documentElement.clientWidth")
+    right = visit.page.evaluate("() => document.querySelector('table.main').getBoundingClientRect().right")
+    assert right <= viewport and visit.page.evaluate("() => document.documentElement.scrollWidth") <= viewport
+    assert visit.broken_images() == [] and visit.offsite_requests() == []
