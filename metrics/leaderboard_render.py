@@ -24,7 +24,7 @@ from capjudge.metrics.leaderboard_html import render_html
 from capjudge.metrics.leaderboard_layout import Cell, DisplayColumn, TaskSection, legend, task_sections
 
 MARKDOWN_WIDTH = 120
-MODEL_NAME_WIDTH = 24  # longer names are shortened in the Markdown tables
+MODEL_NAME_WIDTH = 24  # longer names are shortened in the Markdown tables (see short_names)
 USAGE_FIELDS = ("requests", "prompt_tokens", "completion_tokens", "cached_items")
 
 __all__ = ["LeaderboardFiles", "render_chart_png", "render_html", "render_markdown", "write_csv", "write_leaderboard"]
@@ -93,17 +93,22 @@ def _section_lines(section: TaskSection, shorts: dict[str, str], width: int) -> 
 
 
 def short_names(names: Sequence[str]) -> dict[str, str]:
-    """Each model's name in the Markdown tables: cut to `MODEL_NAME_WIDTH` with an ellipsis, numbered when two
-    cuts would read the same; the same for a model in every table."""
+    """Each model's name in the Markdown tables: longer than `MODEL_NAME_WIDTH`, its middle is cut (the end of
+    a model name is as telling as its start: sizes, variants), numbered when two cuts would read the same;
+    the same for a model in every table."""
     shorts: dict[str, str] = {}
     for name in names:
-        short = name if len(name) <= MODEL_NAME_WIDTH else name[: MODEL_NAME_WIDTH - 1] + "…"
+        short = name if len(name) <= MODEL_NAME_WIDTH else _cut_middle(name, MODEL_NAME_WIDTH)
         number = 2
         while short in shorts.values():
-            suffix = f"…{number}"
-            short, number = name[: MODEL_NAME_WIDTH - len(suffix)] + suffix, number + 1
+            short, number = _cut_middle(name, MODEL_NAME_WIDTH - len(str(number)) - 1) + f"#{number}", number + 1
         shorts[name] = short
     return shorts
+
+
+def _cut_middle(name: str, width: int) -> str:
+    head = (width - 1) // 2
+    return name[:head] + "…" + name[len(name) - (width - 1 - head):]
 
 
 def _with_short_names(model: DisplayColumn, shorts: dict[str, str], width: int) -> tuple[DisplayColumn, list[str]]:

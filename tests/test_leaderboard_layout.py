@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from capjudge.metrics.leaderboard import LeaderboardSettings, build_leaderboard
-from capjudge.metrics.leaderboard_render import MARKDOWN_WIDTH, write_leaderboard
+from capjudge.metrics.leaderboard_render import MARKDOWN_WIDTH, MODEL_NAME_WIDTH, short_names, write_leaderboard
 from capjudge.metrics.runs import JudgeInfo, Run, TaskRun
 
 SETTINGS = LeaderboardSettings(n_resamples=300, n_permutations=300)
@@ -131,10 +131,19 @@ def test_markdown_fits_a_120_column_terminal_for_ten_models(written):
     for task in (GVEVAL, ANYCAP):
         for table in _tables(markdown, task):
             assert len(table) == 1 + len(MODELS)
-    # The long names are cut in the tables, and spelled out in full under them.
-    assert "llava-onevision-qwen2-7…" in markdown and "llava-onevision-qwen2-…2" in markdown
+    # The long names are cut in the middle in the tables (their ends tell 72b-ov-chat from 72b-ov-sft), and
+    # spelled out in full under them.
+    assert "| llava-onevi…b-ov-chat-hf |" in markdown and "| llava-onevi…2b-ov-sft-hf |" in markdown
     for name in MODELS:
         assert name in markdown
+
+
+def test_shortened_names_stay_distinct_and_short():
+    names = ["a" * 12 + "X" * 20 + "b" * 12, "a" * 12 + "Y" * 20 + "b" * 12, "a" * 12 + "Z" * 20 + "b" * 12, "short"]
+    shorts = short_names(names)
+    assert shorts["short"] == "short"
+    assert len(set(shorts.values())) == 4 and max(len(s) for s in shorts.values()) <= MODEL_NAME_WIDTH
+    assert shorts[names[1]].endswith("#2") and shorts[names[2]].endswith("#3")
 
 
 def test_one_section_per_task_with_its_main_metric_first(written):
