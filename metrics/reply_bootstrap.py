@@ -29,8 +29,9 @@ import numpy as np
 
 from capjudge.metrics.bootstrap import draw_item_indices
 
-# Random draws are made a block of resamples at a time, about this many values per block (32 MB of float64).
-_VALUES_PER_BLOCK = 4_000_000
+# Random draws are made a block of resamples at a time, about this many values per block: a few arrays of
+# this size (8 MB of float64 each) are alive at once.
+_VALUES_PER_BLOCK = 1_000_000
 
 
 @dataclass(frozen=True)
