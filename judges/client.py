@@ -37,6 +37,7 @@ from capjudge.judges.budget import Limits, MachineBudget, budget_folder
 from capjudge.judges.breaker import JUDGE_UNREACHABLE, CircuitBreaker, JudgeUnreachable
 from capjudge.judges.cache import ReplyCache, request_key
 from capjudge.judges.config import JudgeConfig
+from capjudge.judges.http_transport import PerThreadTransport
 from capjudge.judges.rate_limits import (
     NO_ESTIMATE,
     RateLimitHeaderError,
@@ -110,11 +111,9 @@ class JudgeClient:
     def _build_sdk_client(config: JudgeConfig) -> openai.OpenAI:
         import httpx
 
-        # Enough pooled connections for every slot, so the semaphore, not the pool, is the bound.
-        http_client = httpx.Client(
-            limits=httpx.Limits(max_connections=config.max_concurrency + 4, max_keepalive_connections=config.max_concurrency),
-            timeout=config.timeout,
-        )
+        # Each sending thread keeps its own connection (see http_transport): the semaphore, not a shared
+        # pool, is the bound, and no request waits on a walk of every other thread's connections.
+        http_client = httpx.Client(transport=PerThreadTransport(), timeout=config.timeout)
         common: dict[str, Any] = {"timeout": config.timeout, "max_retries": 0, "http_client": http_client}
         if config.api_type == "azure":
             return openai.AzureOpenAI(
@@ -216,6 +215,11 @@ class JudgeClient:
             raise ValueError("the reply cache is off (CAPJUDGE_NO_CACHE): batch replies would have nowhere to go")
         self._cache.put(key, judge_version, reply)
 
+    def flush_cache(self) -> None:
+        """Wait until every reply received so far is written to the cache file (see ReplyCache)."""
+        if self._cache is not None:
+            self._cache.flush()
+
     @property
     def has_cache(self) -> bool:
         return self._cache is not None
@@ -229,6 +233,7 @@ class JudgeClient:
         return redact_secret(text, self.config.api_key)
 
     def close(self) -> None:
+        self.flush_cache()
         if self._executor is not None:
             self._executor.shutdown(wait=False)
         self._sdk.close()

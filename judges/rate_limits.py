@@ -21,6 +21,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+import httpx
+
 from capjudge.judges.types import ChatRequest, ImagePart
 
 CHARS_PER_TOKEN = 4
@@ -86,7 +88,9 @@ class RateLimitState:
 def read_rate_limit_headers(headers: Mapping[str, str]) -> RateLimitState:
     """The rate-limit headers of a response (case-insensitive names). A header that is present but unreadable
     is a RateLimitHeaderError naming it: pacing on a misread limit would be worse than none."""
-    lowered = {name.lower(): value for name, value in headers.items()}
+    # httpx's Headers already look names up case-insensitively; copying all of them lower-cased cost more
+    # than the rest of the reading, once per request. Any other mapping is lower-cased here.
+    lowered = headers if isinstance(headers, httpx.Headers) else {name.lower(): value for name, value in headers.items()}
 
     def integer(name: str) -> int | None:
         value = lowered.get(name)

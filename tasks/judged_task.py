@@ -299,6 +299,8 @@ class JudgedTask(SourcedTask):
             description=description or f"capjudge: judging {self.config.task}",
             into=store,
         )
+        # Every reply on disk before the harness moves on: a crash after this point loses no judging.
+        shared.flush_cache()
         return store
 
     def _reasoning_tags(self) -> Any:

@@ -19,7 +19,6 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -71,6 +70,40 @@ def limit_malloc_arenas() -> None:
     mallopt(m_arena_max, max(2, os.cpu_count() or 2))
 
 
+class _Progress:
+    """Counts the workers update and the progress bar shows: judged / failed / cached items, requests/s."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.started = time.monotonic()
+        self.done = self.judged = self.failed = self.cached = self.requests = 0
+
+    def count(self, judgment: Any) -> None:
+        with self._lock:
+            self.done += 1
+            if judgment.result.ok:
+                self.judged += 1
+            else:
+                self.failed += 1
+            self.cached += int(bool(judgment.cache_hit))
+            self.requests += int(judgment.requests or 0)
+
+    def count_error(self) -> None:
+        with self._lock:
+            self.done += 1
+
+    def show(self, bar: Any) -> None:
+        with self._lock:
+            done, judged, failed, cached, requests = self.done, self.judged, self.failed, self.cached, self.requests
+        rate = requests / max(time.monotonic() - self.started, 1e-9)
+        bar.set_postfix(judged=judged, failed=failed, cached=cached, req_s=f"{rate:.1f}", refresh=False)
+        bar.update(done - bar.n)
+
+    def summary(self) -> str:
+        return (f"{self.judged} judged, {self.failed} failed, {self.cached} from the cache, {self.requests} requests "
+                f"in {time.monotonic() - self.started:.1f}s")
+
+
 def prejudge(
     items: Iterable[tuple[Mapping[str, Any], str]],
     judge_one: JudgeOne,
@@ -91,29 +124,41 @@ def prejudge(
     if not pending:
         return
     limit_malloc_arenas()
-    counts = {"judged": 0, "failed": 0, "cached": 0, "requests": 0}
-    started = time.monotonic()
-    first_error: BaseException | None = None
-    with tqdm(total=len(pending), desc=description, unit="item", dynamic_ncols=True) as bar, \
-            ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="capjudge-prejudge") as pool:
-        futures = {pool.submit(judge_one, doc, caption): key for key, (doc, caption) in pending.items()}
-        for future in as_completed(futures):
+    progress = _Progress()
+    queue = iter(list(pending.items()))
+    queue_lock = threading.Lock()
+    first_error: list[BaseException] = []
+
+    def work() -> None:
+        # Each worker takes the next item when it is free: no future per item and no completion queue for
+        # the main thread to drain (with thousands of items those cost as much CPU as the judging's own
+        # bookkeeping, under the same GIL the requests need).
+        while True:
+            with queue_lock:
+                entry = next(queue, None)
+            if entry is None:
+                return
+            key, (doc, caption) = entry
             try:
-                judgment = future.result()
+                judgment = judge_one(doc, caption)
             except BaseException as error:  # noqa: BLE001 - re-raised below, once every item has finished
-                if first_error is None:
-                    first_error = error
-                bar.update(1)
+                with queue_lock:
+                    first_error.append(error)
+                progress.count_error()
                 continue
-            into.put(futures[future], judgment)
-            counts["judged" if judgment.result.ok else "failed"] += 1
-            counts["cached"] += int(bool(judgment.cache_hit))
-            counts["requests"] += int(judgment.requests or 0)
-            rate = counts["requests"] / max(time.monotonic() - started, 1e-9)
-            bar.set_postfix(judged=counts["judged"], failed=counts["failed"], cached=counts["cached"],
-                            req_s=f"{rate:.1f}", refresh=False)
-            bar.update(1)
-    if first_error is not None:
-        raise first_error
-    log.info("%s: %d judged, %d failed, %d from the cache, %d requests in %.1fs", description, counts["judged"],
-             counts["failed"], counts["cached"], counts["requests"], time.monotonic() - started)
+            into.put(key, judgment)
+            progress.count(judgment)
+
+    threads = [threading.Thread(target=work, name=f"capjudge-prejudge-{index}", daemon=True)
+               for index in range(max(1, min(workers, len(pending))))]
+    with tqdm(total=len(pending), desc=description, unit="item", dynamic_ncols=True) as bar:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            while thread.is_alive():
+                thread.join(0.2)  # five refreshes a second is what a person can read
+                progress.show(bar)
+        progress.show(bar)
+    if first_error:
+        raise first_error[0]
+    log.info("%s: %s", description, progress.summary())

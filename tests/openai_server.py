@@ -58,6 +58,8 @@ class LoggedRequest:
     answer: str = ""
     headers: dict[str, str] = field(default_factory=dict)
     path: str = ""
+    replied: float | None = None  # when the handler finished answering (benchmarks split the round trip)
+    peer: tuple[str, int] | None = None  # the client's address: one per connection
 
     @property
     def prompt_text(self) -> str:
@@ -310,7 +312,8 @@ class OpenAITestServer:
                     self._send_json(400, {"error": {"message": "body is not JSON"}})
                     return
                 entry = LoggedRequest(
-                    body, time.time(), headers={k.lower(): v for k, v in self.headers.items()}, path=self.path
+                    body, time.time(), headers={k.lower(): v for k, v in self.headers.items()}, path=self.path,
+                    peer=tuple(self.client_address[:2]),
                 )
                 is_probe = "x-capjudge-preflight" in entry.headers
                 rejection = None
@@ -346,6 +349,7 @@ class OpenAITestServer:
                     else:
                         self._send_json(200, server._completion(body, answer, server.logprobs_supported), rate_headers)
                 finally:
+                    entry.replied = time.time()
                     with server._lock:
                         server.in_flight -= 1
 
@@ -499,7 +503,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.log:
             with open(args.log, "w") as handle:
                 for entry in server.log:
-                    handle.write(json.dumps({"arrived": entry.arrived, "answer": entry.answer, "prompt": entry.prompt_text}) + "\n")
+                    handle.write(json.dumps({"arrived": entry.arrived, "replied": entry.replied, "answer": entry.answer, "prompt": entry.prompt_text}) + "\n")
     return 0
 
 

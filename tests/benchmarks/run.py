@@ -102,9 +102,9 @@ def lmms_eval_default_pattern(client: JudgeClient, requests: list[ChatRequest]) 
 @benchmark("throughput")
 def throughput_and_cache() -> Section:
     """Targets 1 and 4: judgments/second against a 200 ms server at concurrency 32, then the cached rerun."""
-    n_items, latency, concurrency = 400, 0.2, 32
+    n_items, latency, concurrency = 800, 0.2, 32  # 25 whole waves of 32: a partial last wave would cap the ratio
     bound = concurrency / latency
-    section = Section("Judge throughput (400 text items, 200 ms server latency, concurrency 32) and cache rerun")
+    section = Section(f"Judge throughput ({n_items} text items, 200 ms server latency, concurrency 32) and cache rerun")
     server_args = ("--latency", str(latency), "--fixed-reply", "ok")
     with tempfile.TemporaryDirectory() as tmp, ServerProcess(*server_args) as server:
         requests = text_items(n_items)
@@ -351,7 +351,7 @@ print(judged, peak_kib)
 
 @benchmark("harness")
 def through_lmms_eval() -> Section:
-    """Target 2: the same 400 text items judged inside an lmms-eval run (captions_file model, task
+    """Target 2: 800 text items (25 whole waves of 32) judged inside an lmms-eval run (captions_file model, task
     gveval_references), at --process_docs_parallel 1, 4 (lmms-eval's default) and 32; judgments/s from the
     judge server's own request log (first arrival to last answer), so lmms-eval's start-up is not counted.
     The client's bound is 32 in flight (CAPJUDGE_MAX_CONCURRENCY) / 200 ms = 160/s in every run."""
@@ -359,8 +359,8 @@ def through_lmms_eval() -> Section:
 
     from harness_runs import launch_lmms_eval
 
-    n_items, latency = 400, 0.2
-    section = Section("Through lmms-eval: 400 text items, task gveval_references, captions_file model, 200 ms judge")
+    n_items, latency = 800, 0.2
+    section = Section(f"Through lmms-eval: {n_items} text items, task gveval_references, captions_file model, 200 ms judge")
     with tempfile.TemporaryDirectory() as tmp:
         tmp_path = Path(tmp)
         data = {
@@ -466,14 +466,15 @@ def batch_preparation() -> Section:
 @benchmark("judge_stage")
 def judge_stage_throughput() -> Section:
     """Issue 15: `capjudge judge` online against the 200 ms server at 64 in flight (bound 320/s), from an lmms-eval
-    --predict_only --log_samples output and from a captions file; 400 text items (gveval_references)."""
+    --predict_only --log_samples output and from a captions file; 1,600 text items (gveval_references): 25 whole
+    waves of 64, since with 400 items (6.25 waves) even a client with no overhead would span 7 waves, 0.89 of the bound."""
     import json
     import subprocess
 
     from harness_runs import harness_env, launch_lmms_eval
 
-    n_items, latency, in_flight = 400, 0.2, 64
-    section = Section("capjudge judge (the judging stage) online: 400 text items, 200 ms judge, 64 in flight")
+    n_items, latency, in_flight = 1600, 0.2, 64
+    section = Section(f"capjudge judge (the judging stage) online: {n_items} text items, 200 ms judge, 64 in flight")
     with tempfile.TemporaryDirectory() as tmp:
         tmp_path = Path(tmp)
         data = {f"item{i:04d}": {"vname": f"clip{i}.avi", "ref": [f"a person does thing number {i}", f"someone performs action {i}"],
@@ -488,26 +489,57 @@ def judge_stage_throughput() -> Section:
                                          output_path=tmp_path / "predicted", judge_base_url=idle.base_url,
                                          extra_args=("--predict_only",), env={"CAPJUDGE_MSVD_EVAL_JSON": str(data_file)})
             predicted.require_results()
-        rates = {}
+        rates, cores = {}, {}
         for source, arguments in (("predict_only_output", [str(tmp_path / "predicted")]), ("captions_file", ["--captions", str(captions)])):
             log_path = tmp_path / f"server_{source}.jsonl"
             with ServerProcess(latency=latency, log_path=str(log_path)) as server:
                 env = harness_env(server.base_url, cache_path=tmp_path / f"cache_{source}.sqlite", datasets_cache=tmp_path / "hf",
                                   extra={"CAPJUDGE_MSVD_EVAL_JSON": str(data_file), "CAPJUDGE_MAX_CONCURRENCY": str(in_flight)})
-                completed = subprocess.run([sys.executable, "-m", "capjudge.judges.cli", "judge", *arguments, "--task",
-                                            "gveval_references", "--out", str(tmp_path / f"judged_{source}")],
-                                           env=env, cwd=REPO, capture_output=True, text=True)
-            if completed.returncode != 0:
-                raise RuntimeError(completed.stderr[-3000:])
+                returncode, stderr, cpu_samples = run_sampling_cpu(
+                    [sys.executable, "-m", "capjudge.judges.cli", "judge", *arguments, "--task", "gveval_references",
+                     "--out", str(tmp_path / f"judged_{source}")], env=env, cwd=REPO)
+            if returncode != 0:
+                raise RuntimeError(stderr[-3000:])
             arrivals = [json.loads(line)["arrived"] for line in log_path.read_text().splitlines()]
             if len(arrivals) != n_items:
                 raise RuntimeError(f"expected {n_items} requests, saw {len(arrivals)}")
             rates[source] = n_items / (max(arrivals) - min(arrivals) + latency)
+            cores[source] = cpu_between(cpu_samples, min(arrivals), max(arrivals))
     bound = in_flight / latency
     for source, rate in rates.items():
         section.figures += [Figure(f"judge_stage_{source}_throughput", rate, "judgments/s", f"bound {bound:.0f}/s"),
-                            Figure(f"judge_stage_{source}_fraction_of_bound", rate / bound, "ratio", "target >= 0.9")]
+                            Figure(f"judge_stage_{source}_fraction_of_bound", rate / bound, "ratio", "target >= 0.9"),
+                            Figure(f"judge_stage_{source}_client_cpu_cores", cores[source], "cores",
+                                   "capjudge's process while judging; one core is what its Python threads can use"),
+                            Figure(f"judge_stage_{source}_client_cpu_ms_per_item", 1000 * cores[source] / rate, "ms")]
     return section
+
+
+def run_sampling_cpu(command: list[str], **popen_args) -> tuple[int, str, list[tuple[float, float]]]:
+    """Run a command, reading its CPU seconds (user + system, from /proc) every 50 ms as (wall time, cpu)."""
+    import subprocess
+
+    with tempfile.TemporaryFile("w+") as stderr:
+        process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=stderr, text=True, **popen_args)
+        samples = []
+        ticks = os.sysconf("SC_CLK_TCK")
+        while process.poll() is None:
+            try:
+                fields = Path(f"/proc/{process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+                samples.append((time.time(), (int(fields[11]) + int(fields[12])) / ticks))
+            except (OSError, IndexError):
+                pass
+            time.sleep(0.05)
+        stderr.seek(0)
+        return process.returncode, stderr.read(), samples
+
+
+def cpu_between(samples: list[tuple[float, float]], start: float, end: float) -> float:
+    """Cores used between two wall times, from `run_sampling_cpu`'s samples."""
+    inside = [(at, cpu) for at, cpu in samples if start <= at <= end]
+    if len(inside) < 2:
+        return float("nan")
+    return (inside[-1][1] - inside[0][1]) / (inside[-1][0] - inside[0][0])
 
 
 
