@@ -32,7 +32,7 @@ MIN_TESTS := test_agreement_compare test_anycap_parser test_anycap_prompt test_c
 # The page tests (tests/browser.py) drive Debian's chromium headless; Playwright never downloads a browser here.
 CHROMIUM ?= $(or $(CAPJUDGE_CHROMIUM),/usr/bin/chromium)
 
-.PHONY: setup chromium test test-min demo demo-data bench clean
+.PHONY: setup chromium test test-min demo demo-data bench msvd-local-judge clean
 
 setup: $(VENV)/.installed chromium
 
@@ -94,6 +94,12 @@ demo-data: setup
 
 bench: setup
 	$(PY) tests/benchmarks/run.py
+
+# The embedded local judge against MSVD-Eval's human ratings (all 197 items; k = 3 on 40): not part of `make test`.
+# Writes results/msvd_local_judge.md. MSVD_EVAL_JSON: G-VEval's MSVD-Eval.json.
+MSVD_EVAL_JSON ?= ../shared/data/msvd_eval/MSVD-Eval.json
+msvd-local-judge: setup
+	$(PY) tests/benchmarks/msvd_local_judge.py --msvd-eval $(MSVD_EVAL_JSON)
 
 clean:
 	rm -rf $(VENV) $(MIN_VENV)
