@@ -328,3 +328,29 @@ def write_stand_in_judged_task(folder: Path, docs: Sequence[Mapping[str, Any]], 
         encoding="utf-8",
     )
     return folder
+
+
+def judge_synthetic_msvd(folder: Path, judge_base_url: str, *, n_items: int, samples: int,
+                         caption_prefix: str = "", annotators: int = 2) -> Path:
+    """`capjudge judge` (text scoring, k = `samples` replies) on a made-up MSVD-Eval file of `n_items` items
+    with `annotators` ratings each; returns the output folder. For tests whose judge server scripts the
+    replies' statistics (noise, item effects) and that read them back from the run."""
+    folder.mkdir(parents=True, exist_ok=True)
+    references = ["a person does thing {i}", "someone acts {i}"][:annotators]
+    data = {f"item{i:03d}": {"vname": f"clip{i}.avi", "ref": [ref.format(i=i) for ref in references],
+                             "candidate": "unused", "human_score": [[3 + a, 3 + a, 3 + a, 3 + a, 3.0 + a] for a in range(annotators)]}
+            for i in range(n_items)}
+    (folder / "msvd.json").write_text(json.dumps(data))
+    captions = folder / "captions.jsonl"
+    captions.write_text("".join(json.dumps({"id": f"item{i:03d}", "caption": f"{caption_prefix}caption for item {i}"}) + "\n"
+                                for i in range(n_items)))
+    env = {"OPENAI_BASE_URL": judge_base_url, "OPENAI_API_KEY": TEST_API_KEY, "MODEL_VERSION": TEST_JUDGE_MODEL,
+           "CAPJUDGE_CACHE": str(folder / "cache.sqlite"), "CAPJUDGE_MSVD_EVAL_JSON": str(folder / "msvd.json"),
+           "CAPJUDGE_JUDGE_SAMPLES": str(samples), "CAPJUDGE_GVEVAL_SCORING": "text", "HF_DATASETS_OFFLINE": "1",
+           "HF_HUB_OFFLINE": "1", "HF_DATASETS_CACHE": str(folder / "hf"), "PATH": "/usr/bin:/bin", "HOME": str(folder)}
+    out = folder / "out"
+    result = subprocess.run([sys.executable, "-m", "capjudge.judges.cli", "judge", "--captions", str(captions),
+                             "--task", "gveval_references", "--out", str(out)], cwd=REPO_ROOT, env=env,
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return out

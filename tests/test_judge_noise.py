@@ -9,14 +9,13 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import subprocess
-import sys
 import threading
 
 import numpy as np
 import pytest
 from capjudge.metrics.reliability import ReliabilityError, retest_statistics, sample_matrix
 from conftest import REPO_ROOT, run_capjudge
+from harness_runs import judge_synthetic_msvd
 from openai_server import OpenAITestServer, Reply, prompt_text
 
 pytestmark = pytest.mark.slow
@@ -51,24 +50,7 @@ def noisy_responder(seed: int):
 
 
 def _judge(tmp_path, server, samples: int):
-    tmp_path.mkdir(parents=True, exist_ok=True)
-    data = {f"item{i:03d}": {"vname": f"clip{i}.avi", "ref": [f"a person does thing {i}", f"someone acts {i}"],
-                             "candidate": "unused", "human_score": [[3, 3, 3, 3, 3.0], [4, 4, 4, 4, 4.0]]}
-            for i in range(N_ITEMS)}
-    (tmp_path / "msvd.json").write_text(json.dumps(data))
-    captions = tmp_path / "captions.jsonl"
-    captions.write_text("".join(json.dumps({"id": f"item{i:03d}", "caption": f"caption for item {i}"}) + "\n"
-                                for i in range(N_ITEMS)))
-    env = {"OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "sk-test", "MODEL_VERSION": "test-judge",
-           "CAPJUDGE_CACHE": str(tmp_path / "cache.sqlite"), "CAPJUDGE_MSVD_EVAL_JSON": str(tmp_path / "msvd.json"),
-           "CAPJUDGE_JUDGE_SAMPLES": str(samples), "CAPJUDGE_GVEVAL_SCORING": "text", "HF_DATASETS_OFFLINE": "1",
-           "HF_HUB_OFFLINE": "1", "HF_DATASETS_CACHE": str(tmp_path / "hf"), "PATH": "/usr/bin:/bin",
-           "HOME": str(tmp_path)}
-    out = tmp_path / "out"
-    result = subprocess.run([sys.executable, "-m", "capjudge.judges.cli", "judge", "--captions", str(captions),
-                             "--task", TASK, "--out", str(out)], cwd=REPO_ROOT, env=env, capture_output=True,
-                            text=True, timeout=600)
-    assert result.returncode == 0, result.stderr[-3000:]
+    out = judge_synthetic_msvd(tmp_path, server.base_url, n_items=N_ITEMS, samples=samples)
     (path,) = list(out.rglob(f"*_samples_{TASK}.jsonl"))
     return out, [json.loads(line) for line in path.read_text().splitlines()]
 

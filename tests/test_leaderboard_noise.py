@@ -22,6 +22,7 @@ import threading
 import numpy as np
 import pytest
 from conftest import REPO_ROOT, run_capjudge
+from harness_runs import judge_synthetic_msvd
 from openai_server import OpenAITestServer, Reply, prompt_text
 
 from capjudge.metrics.leaderboard_stats import LeaderboardSettings, mean_estimate, paired_comparison
@@ -207,24 +208,8 @@ def noisy_responder(seed: int):
 
 
 def _judge(folder, server, captions: str, samples: int):
-    folder.mkdir(parents=True, exist_ok=True)
-    data = {f"item{i:03d}": {"vname": f"clip{i}.avi", "ref": [f"a person does thing {i}"], "candidate": "unused",
-                             "human_score": [[3, 3, 3, 3, 3.0]]} for i in range(N_ITEMS)}
-    (folder / "msvd.json").write_text(json.dumps(data))
-    captions_file = folder / "captions.jsonl"
-    captions_file.write_text("".join(json.dumps({"id": f"item{i:03d}", "caption": f"{captions}caption for item {i}"}) + "\n"
-                                     for i in range(N_ITEMS)))
-    env = {"OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "sk-test", "MODEL_VERSION": "test-judge",
-           "CAPJUDGE_CACHE": str(folder / "cache.sqlite"), "CAPJUDGE_MSVD_EVAL_JSON": str(folder / "msvd.json"),
-           "CAPJUDGE_JUDGE_SAMPLES": str(samples), "CAPJUDGE_GVEVAL_SCORING": "text", "HF_DATASETS_OFFLINE": "1",
-           "HF_HUB_OFFLINE": "1", "HF_DATASETS_CACHE": str(folder / "hf"), "PATH": "/usr/bin:/bin",
-           "HOME": str(folder)}
-    out = folder / "out"
-    result = subprocess.run([sys.executable, "-m", "capjudge.judges.cli", "judge", "--captions", str(captions_file),
-                             "--task", TASK, "--out", str(out)], cwd=REPO_ROOT, env=env, capture_output=True,
-                            text=True, timeout=600)
-    assert result.returncode == 0, result.stderr[-3000:]
-    return out
+    return judge_synthetic_msvd(folder, server.base_url, n_items=N_ITEMS, samples=samples, caption_prefix=captions,
+                                annotators=1)
 
 
 @pytest.fixture(scope="module")

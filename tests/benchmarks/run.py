@@ -469,7 +469,6 @@ def judge_stage_throughput() -> Section:
     --predict_only --log_samples output and from a captions file; 1,600 text items (gveval_references): 25 whole
     waves of 64, since with 400 items (6.25 waves) even a client with no overhead would span 7 waves, 0.89 of the bound."""
     import json
-    import subprocess
 
     from harness_runs import harness_env, launch_lmms_eval
 
