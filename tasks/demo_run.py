@@ -85,7 +85,7 @@ def run_demo(args: argparse.Namespace) -> int:
         from capjudge.judges.local_server import LocalJudgeServer
 
         server_context = LocalJudgeServer(log_path=out / "local_judge.log")
-    steps = [*(f"lmms-eval: captions '{name}'" for name in args.caption_sets), "leaderboard"]
+    steps = [*(f"lmms-eval: captions '{name}'" for name in args.caption_sets), "report and leaderboard"]
     try:
         return _run_steps(args, out, steps, server_context, started)
     except LocalServerError as error:
@@ -96,6 +96,8 @@ def run_demo(args: argparse.Namespace) -> int:
 def _run_steps(args: argparse.Namespace, out: Path, steps: list[str], server_context: Any, started: float) -> int:
     from tqdm import tqdm
 
+    from capjudge.metrics.item_page import write_page
+    from capjudge.metrics.item_report import build_item_report, items_link
     from capjudge.metrics.leaderboard import LeaderboardSettings, build_leaderboard
     from capjudge.metrics.runs import read_runs
     from capjudge.metrics.leaderboard_render import write_leaderboard
@@ -127,15 +129,20 @@ def _run_steps(args: argparse.Namespace, out: Path, steps: list[str], server_con
                     return 1
                 run_dirs.append(max(written, key=lambda path: path.stat().st_mtime))
                 progress.update(1)
-            progress.set_postfix_str("leaderboard")
-            runs, notes = read_runs([f"{name}={path}" for name, path in zip(args.caption_sets, run_dirs)])
-            board = build_leaderboard(runs, LeaderboardSettings(), warnings=notes)
+            progress.set_postfix_str("report and leaderboard")
+            named_runs = [f"{name}={path}" for name, path in zip(args.caption_sets, run_dirs)]
+            # Every item of every run in one page (frames, replies, scores), and each leaderboard row linked to
+            # its model's items there.
+            write_page(build_item_report(named_runs, out / "report"), out / "report")
+            runs, notes = read_runs(named_runs)
+            board = build_leaderboard(runs, LeaderboardSettings(), warnings=notes,
+                                      report_url=lambda task, model: f"report/{items_link(task, model)}")
             write_leaderboard(board, out)
             progress.update(1)
     elapsed = time.perf_counter() - started
     print(f"\nDemo finished in {elapsed:.0f} s. Results in {out}/:")
     print(f"  lmms-eval outputs: {out / 'runs'}/<caption set>/")
-    for name in ("leaderboard.md", "leaderboard.csv", "leaderboard.html", "leaderboard.png"):
+    for name in ("leaderboard.md", "leaderboard.csv", "leaderboard.html", "leaderboard.png", "report/report.html"):
         print(f"  {out / name}")
     print("\n" + (out / "leaderboard.md").read_text())
     if board.warnings:

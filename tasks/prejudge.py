@@ -77,6 +77,7 @@ class _Progress:
         self._lock = threading.Lock()
         self.started = time.monotonic()
         self.done = self.judged = self.failed = self.cached = self.requests = 0
+        self._last_shown = -1
 
     def count(self, judgment: Any) -> None:
         with self._lock:
@@ -95,6 +96,9 @@ class _Progress:
     def show(self, bar: Any) -> None:
         with self._lock:
             done, judged, failed, cached, requests = self.done, self.judged, self.failed, self.cached, self.requests
+        if done == self._last_shown:  # nothing new: no redraw (a log file would get one per call)
+            return
+        self._last_shown = done
         rate = requests / max(time.monotonic() - self.started, 1e-9)
         bar.set_postfix(judged=judged, failed=failed, cached=cached, req_s=f"{rate:.1f}", refresh=False)
         bar.update(done - bar.n)

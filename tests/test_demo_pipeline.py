@@ -28,8 +28,16 @@ def test_demo_runs_end_to_end_with_the_real_local_judge(tmp_path):
     )
     assert completed.returncode == 0, completed.stdout[-3000:] + completed.stderr[-3000:]
     assert "NOT a meaningful judge" in completed.stdout  # the honesty notice
-    for name in ("leaderboard.md", "leaderboard.csv", "leaderboard.html", "leaderboard.png"):
+    for name in ("leaderboard.md", "leaderboard.csv", "leaderboard.html", "leaderboard.png", "report/report.html"):
         assert (out / name).stat().st_size > 0
+    # Each task's leaderboard row links to that model's items in the per-item report, and the frames the
+    # judges saw are there as files beside it (the demo clips are in the repository).
+    leaderboard_html = (out / "leaderboard.html").read_text()
+    for task in ("gveval_demo", "anycap_style_demo"):
+        assert f'href="report/report.html#task={task}&amp;model=good"' in leaderboard_html, task
+    frames = out / "report" / "frames"
+    assert len(list((frames / "gveval_demo").glob("*.png"))) == 2  # one 3-frame strip per item
+    assert len(list((frames / "anycap_style_demo").glob("*.jpg"))) == 2 * 8  # 8 frames per item
 
     samples = {path.name.split("_samples_")[1].removesuffix(".jsonl"): path for path in out.rglob("*_samples_*.jsonl")}
     assert set(samples) == {"gveval_demo", "anycap_style_demo"}
