@@ -273,7 +273,8 @@ class ReplyCache:
 
 
 @atexit.register
-def _flush_open_caches() -> None:
+def flush_open_caches() -> None:
+    """Write every reply still queued in this process (at exit; also before an exit that skips atexit)."""
     for cache in list(ReplyCache._open_caches):
         try:
             cache.flush()

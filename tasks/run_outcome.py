@@ -84,7 +84,10 @@ def running_as_lmms_eval() -> bool:
 
 def _exit_unsuccessfully() -> None:
     # SystemExit raised in an atexit handler is ignored; os._exit is the one way to set the status now.
-    # Flush what the other handlers would have flushed.
+    # Flush what the other handlers would have flushed, judge replies first.
+    from capjudge.judges.cache import flush_open_caches
+
+    flush_open_caches()
     print("\n".join(reason for reason, _ in _reasons), file=sys.stderr)
     logging.shutdown()
     sys.stdout.flush()

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 from conftest import REPO_ROOT
-from harness_runs import judge_server, run_lmms_eval
+from harness_runs import judge_server, launch_lmms_eval, run_lmms_eval
 
 pytestmark = pytest.mark.slow
 
@@ -82,3 +82,31 @@ def test_captions_are_judged_as_process_results_sees_them_reasoning_stripped(tmp
     assert not any("<think>" in prompt for prompt in prompts)
     judged = [sample["judged"]["judgment"]["caption"] for sample in run.samples(TASK)]
     assert len(judged) == N_ITEMS and set(judged) <= {row["caption"] for row in rows}  # the file has both tasks
+
+
+def test_a_run_that_ends_over_the_failure_limit_keeps_every_reply_it_got(tmp_path):
+    # Such a run leaves through os._exit (the only way to set lmms-eval's exit status), which skips atexit:
+    # every reply must be on disk by then, so the rerun asks the judge for nothing.
+    from openai_server import Reply
+
+    from capjudge.judges.cache import ReplyCache
+
+    never_parses = lambda body: Reply("I would rather not score this caption.")  # noqa: E731 - the whole responder
+    with judge_server(responder=never_parses) as judge:
+        first = launch_lmms_eval(
+            model="captions_file", model_args=f"path={CAPTIONS},model_name=fair", tasks=TASK,
+            output_path=tmp_path / "out", judge_base_url=judge.base_url, cache_path=tmp_path / "cache.sqlite",
+            env={"CAPJUDGE_MAX_FAILURE_RATE": "0.5"},
+        ).require_results()
+        asked = len(judge.log)
+        assert first.outcome.returncode == 3, first.outcome.stderr[-2000:]
+        assert asked == N_ITEMS * 3  # G-VEval re-asks a reply that does not parse, up to 3 replies per item
+        assert len(ReplyCache(tmp_path / "cache.sqlite")) == asked
+        judge.reset(responder=never_parses)
+        second = launch_lmms_eval(
+            model="captions_file", model_args=f"path={CAPTIONS},model_name=fair", tasks=TASK,
+            output_path=tmp_path / "again", judge_base_url=judge.base_url, cache_path=tmp_path / "cache.sqlite",
+            env={"CAPJUDGE_MAX_FAILURE_RATE": "0.5"},
+        ).require_results()
+        assert second.outcome.returncode == 3
+        assert judge.log == []
