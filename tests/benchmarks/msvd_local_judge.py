@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -54,6 +55,8 @@ def main(argv: list[str] | None = None) -> int:
 
     out = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
+    for previous in ("runs_k1", "runs_k3", "plots"):  # lmms-eval adds runs beside old ones; the cache stays
+        shutil.rmtree(out / previous, ignore_errors=True)
     steps: list[tuple[str, str, float]] = []  # (what, command, seconds)
     with LocalJudgeServer(log_path=out / "local_judge.log") as local:
         env = judge_environment(dict(os.environ), out, local)
@@ -115,6 +118,8 @@ def _shorten(part: str) -> str:
 
 def write_judge_scores(run_folder: Path, path: Path) -> int:
     """The run's per-item dimension scores as `capjudge correlate --judge-scores` reads them."""
+    from capjudge.metrics.runs import logged_record
+
     samples_files = sorted(run_folder.rglob(f"*_samples_{TASK}.jsonl"))
     if len(samples_files) != 1:
         raise SystemExit(f"{run_folder}: expected one {TASK} samples file (--log_samples), found {len(samples_files)}")
@@ -123,7 +128,7 @@ def write_judge_scores(run_folder: Path, path: Path) -> int:
     with open(path, "w", encoding="utf-8") as handle:
         for line in samples_file.read_text(encoding="utf-8").splitlines():
             sample = json.loads(line)
-            item_id = str(sample["doc"]["id"]) if "id" in sample.get("doc", {}) else str(sample["doc_id"])
+            item_id = str(logged_record(sample)["item_id"])  # MSVD-Eval's own id (doc_id is lmms-eval's index)
             row = {"id": item_id, **{f"judge_{name}": sample.get(f"gveval_{name}") for name in DIMENSIONS}}
             n_scored += all(row[f"judge_{name}"] is not None for name in DIMENSIONS)
             handle.write(json.dumps(row) + "\n")
@@ -156,7 +161,9 @@ def render_summary(report: dict, full_report: str, reliability: str, steps: list
     lines += ["", "## The full correlation report (every scorer against every target, and the annotator ceiling)", "",
               full_report.strip()]
     lines += ["", f"## Test-retest: the first {args.retest_items} items, k = 3 replies each", "", reliability.strip(), "",
-              "## Commands and times (this machine: 2 cores, no GPU)", "", "| step | seconds | command |", "|---|---|---|"]
+              "## Commands and times (this machine: 2 cores, no GPU)", "",
+              "Seconds are this invocation's: a rerun answers every judge request from OUT/judge_cache.sqlite.", "",
+              "| step | seconds | command |", "|---|---|---|"]
     lines += [f"| {what} | {seconds:.0f} | `{command}` |" for what, command, seconds in steps]
     lines += ["", "Reproduce: `make msvd-local-judge` (or the script's docstring command)."]
     return "\n".join(lines) + "\n"
