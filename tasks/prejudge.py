@@ -129,7 +129,7 @@ def prejudge(
         return
     limit_malloc_arenas()
     progress = _Progress()
-    queue = iter(list(pending.items()))
+    queue = iter(pending.items())  # not changed while the workers read it
     queue_lock = threading.Lock()
     first_error: list[BaseException] = []
 

@@ -154,9 +154,8 @@ def render_summary(report: dict, full_report: str, reliability: str, steps: list
     for scorer in scorers:
         targets = report[scorer]
         for target, entry in targets.items():
-            matched = scorer.startswith("judge_") and target.endswith(scorer.removeprefix("judge_"))
-            baseline_on_mean = not scorer.startswith("judge_") and target in ("mean", "human_mean")
-            if matched or baseline_on_mean or (scorer.startswith("judge_") and target in ("mean", "human_mean")):
+            # Every scorer against the humans' mean; a judge dimension also against the same human dimension.
+            if target == "mean" or scorer == f"judge_{target}":
                 lines.append(f"| {scorer} | {target} | {cell(entry.get('kendall_b'))} | {cell(entry.get('kendall_c'))} |")
     lines += ["", "## The full correlation report (every scorer against every target, and the annotator ceiling)", "",
               full_report.strip()]
