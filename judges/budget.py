@@ -41,6 +41,10 @@ CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value REAL NOT NULL);
 """
 _POLL_MIN = 0.002
 _POLL_MAX = 0.25  # between tries for a free slot
+# How stale this process's view of another process's pause may be. A pause lasts what a Retry-After or an
+# exhausted window says (most of a second and up); reading it for every request cost a SQLite read, one
+# more turn for the GIL, per request (see capjudge.judges.http_transport for why those turns matter).
+_PAUSE_READ_EVERY = 0.02
 
 
 @dataclass(frozen=True)
@@ -67,6 +71,7 @@ class MachineBudget:
         # Limits learned from the API's headers, when none was configured (the configured one wins if lower).
         self._learned_rpm: int | None = None
         self._learned_tpm: int | None = None
+        self._pause = _PauseView()
         with self._db() as db:
             db.executescript(SCHEMA)
 
@@ -76,24 +81,26 @@ class MachineBudget:
         """Hold one of the machine's `max_in_flight` slots."""
         delay = _POLL_MIN
         slots = self.limits.max_in_flight
-        # Each thread starts looking at its own slot, so 32 threads do not all queue on slot 0 first.
-        start = getattr(self._local, "first_slot", None)
-        if start is None:
-            start = self._local.first_slot = next(self._threads_seen) % slots
+        # Each thread keeps to the slot it last held, with that file open between its requests (two system
+        # calls a request instead of four). A new thread starts at its own index, so 32 threads do not all
+        # queue on slot 0; where another process's thread holds it (two processes' thread k start at the same
+        # index), the thread moves to the free slot it finds and keeps that one.
+        own = getattr(self._local, "own_slot", None)
+        if own is None:
+            own = self._local.own_slot = _OpenSlotFile(next(self._threads_seen) % slots, self.folder)
         while True:
             for step in range(slots):
-                index = (start + step) % slots
-                handle = os.open(self.folder / f"slot-{index}", os.O_RDWR | os.O_CREAT, 0o600)
+                index = (own.index + step) % slots
+                candidate = own if step == 0 else _OpenSlotFile(index, self.folder)
                 try:
-                    fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    fcntl.flock(candidate.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 except BlockingIOError:
-                    os.close(handle)
-                    continue
+                    continue  # (a candidate's file is closed as it goes)
+                self._local.own_slot = candidate
                 try:
                     yield
                 finally:
-                    fcntl.flock(handle, fcntl.LOCK_UN)
-                    os.close(handle)
+                    fcntl.flock(candidate.fd, fcntl.LOCK_UN)
                 return
             time.sleep(delay)
             delay = min(_POLL_MAX, delay * 2)
@@ -123,8 +130,13 @@ class MachineBudget:
             time.sleep(min(max(wait, _POLL_MIN), 1.0))
 
     def _pause_remaining(self) -> float:
-        row = self._db().execute("SELECT value FROM meta WHERE key = 'pause_until'").fetchone()
-        return row[0] - time.time() if row is not None else 0.0
+        now = time.monotonic()
+        until = self._pause.until if now - self._pause.read_at < _PAUSE_READ_EVERY else None
+        if until is None:
+            row = self._db().execute("SELECT value FROM meta WHERE key = 'pause_until'").fetchone()
+            until = row[0] if row is not None else 0.0
+            self._pause = _PauseView(until, now)
+        return until - time.time()
 
     def _try_admit(self, tokens: int) -> int | float:
         # A request is counted from when it is sent here, but the API counts it from when it arrives there,
@@ -202,6 +214,7 @@ class MachineBudget:
         if seconds <= 0:
             return
         until = time.time() + seconds
+        self._pause = _PauseView(max(until, self._pause.until), time.monotonic())  # seen here at once
         self._db().execute(
             "INSERT INTO meta (key, value) VALUES ('pause_until', ?) "
             "ON CONFLICT(key) DO UPDATE SET value = max(value, excluded.value)", (until,)
@@ -223,6 +236,28 @@ class MachineBudget:
             db.execute("PRAGMA synchronous=OFF")
             self._local.db = db
         return db
+
+
+@dataclass(frozen=True)
+class _PauseView:
+    """The machine-wide pause as this process last read it (replaced whole, so threads need no lock)."""
+
+    until: float = 0.0  # time.time() at which the pause ends
+    read_at: float = float("-inf")  # time.monotonic() of the read
+
+
+class _OpenSlotFile:
+    """One slot's lock file, open while this object lives: a thread's own slot lives in its thread-local
+    storage (closed when the thread ends or moves to another slot)."""
+
+    __slots__ = ("index", "fd")
+
+    def __init__(self, index: int, folder: Path):
+        self.index = index
+        self.fd = os.open(folder / f"slot-{index}", os.O_RDWR | os.O_CREAT, 0o600)
+
+    def __del__(self) -> None:
+        os.close(self.fd)
 
 
 def _lowest(*values: int | None) -> int | None:

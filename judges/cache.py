@@ -19,6 +19,7 @@ from __future__ import annotations
 import atexit
 import hashlib
 import json
+import os
 import sqlite3
 import sys
 import threading
@@ -164,10 +165,13 @@ def merge_caches(sources: list[Path], destination: Path) -> dict[str, int]:
 
 _WRITER_IDLE_SECONDS = 1.0
 
+Row = tuple[str, str, "str | None", float, str]  # key, judge_version, model, created, reply JSON
+
 
 class ReplyCache:
     """Replies by request key. Writes are handed to one writer thread, which commits whatever has queued up
-    in one transaction: a reply is readable here (`get`) as soon as it is put, and on disk a moment later.
+    in one transaction: a reply is readable in this process (`get`, through any ReplyCache on the same file)
+    as soon as it is put, and on disk a moment later.
 
     Why not write in the judging thread: SQLite admits one writer at a time, and a writer thread must also
     get the GIL back to finish. With 64 judging threads each committing its own reply, every commit waited
@@ -177,8 +181,6 @@ class ReplyCache:
     are asked again on the rerun, as any request in flight would be. `flush()` (also run at exit and by
     `close()`) waits until everything put is on disk."""
 
-    _open_caches: "weakref.WeakSet[ReplyCache]" = weakref.WeakSet()
-
     def __init__(self, path: Path | str):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -186,35 +188,75 @@ class ReplyCache:
         self._local = threading.local()
         with self._connection() as conn:
             conn.execute(SCHEMA)
-        # key -> row, from put() until committed (_unwritten: queued; _in_write: the group being committed);
-        # get() looks in both first.
-        self._unwritten: dict[str, tuple[str, str, str | None, float, str]] = {}
-        self._in_write: dict[str, tuple[str, str, str | None, float, str]] = {}
-        self._changed = threading.Condition()
-        self._writer: threading.Thread | None = None
-        self._writer_waiting = False
-        self._write_error: BaseException | None = None
-        ReplyCache._open_caches.add(self)
+        self._writes = _PendingWrites.for_file(self.path)
 
     def _connection(self) -> sqlite3.Connection:
         conn = getattr(self._local, "conn", None)
         if conn is None:
-            conn = sqlite3.connect(self.path, timeout=60.0, isolation_level=None)
-            enable_wal(conn)
-            conn.execute("PRAGMA synchronous=NORMAL")
-            self._local.conn = conn
+            conn = self._local.conn = connect(self.path)
         return conn
 
     def get(self, key: str) -> JudgeReply | None:
-        with self._changed:
-            row = self._unwritten.get(key) or self._in_write.get(key)
+        row = self._writes.pending(key)
         if row is not None:
             return reply_from_json(row[4])
         stored = self._connection().execute("SELECT reply FROM replies WHERE key = ?", (key,)).fetchone()
         return reply_from_json(stored[0]) if stored else None
 
     def put(self, key: str, judge_version: str, reply: JudgeReply) -> None:
-        row = (key, judge_version, reply.model, time.time(), reply_to_json(reply))
+        self._writes.put((key, judge_version, reply.model, time.time(), reply_to_json(reply)))
+
+    def flush(self) -> None:
+        """Return when every reply put so far (in this process, to this file) is committed to the file."""
+        self._writes.flush()
+
+    def __len__(self) -> int:
+        self.flush()
+        return self._connection().execute("SELECT COUNT(*) FROM replies").fetchone()[0]
+
+
+def connect(path: Path) -> sqlite3.Connection:
+    conn = sqlite3.connect(path, timeout=60.0, isolation_level=None)
+    enable_wal(conn)
+    conn.execute("PRAGMA synchronous=NORMAL")
+    return conn
+
+
+class _PendingWrites:
+    """The replies put in this process for one cache file and not yet committed, and the one thread that
+    commits them. Every ReplyCache on that file in this process shares it, so a reply put through one (a
+    task's client) is found through another (the next client on the same file) before it is on disk."""
+
+    # Weak: a file's entry goes with its last ReplyCache once nothing is queued (the writer thread holds it
+    # while it has rows to commit).
+    _by_file: "weakref.WeakValueDictionary[str, _PendingWrites]" = weakref.WeakValueDictionary()
+    _by_file_lock = threading.Lock()
+
+    @classmethod
+    def for_file(cls, path: Path) -> "_PendingWrites":
+        with cls._by_file_lock:
+            name = str(path.resolve())
+            writes = cls._by_file.get(name)
+            if writes is None:
+                writes = cls._by_file[name] = cls(path)
+            return writes
+
+    def __init__(self, path: Path):
+        self.path = path
+        # key -> row, from put() until committed (_unwritten: queued; _in_write: the group being committed).
+        self._unwritten: dict[str, Row] = {}
+        self._in_write: dict[str, Row] = {}
+        self._changed = threading.Condition()
+        self._writer: threading.Thread | None = None
+        self._writer_waiting = False
+        self._write_error: BaseException | None = None
+
+    def pending(self, key: str) -> Row | None:
+        with self._changed:
+            return self._unwritten.get(key) or self._in_write.get(key)
+
+    def put(self, row: Row) -> None:
+        key = row[0]
         with self._changed:
             self._raise_write_error()
             # The first reply for a key stays, in memory as on disk (INSERT OR IGNORE below).
@@ -228,17 +270,13 @@ class ReplyCache:
                 self._changed.notify_all()
 
     def flush(self) -> None:
-        """Return when every reply put so far is committed to the file."""
         with self._changed:
             while (self._unwritten or self._in_write) and self._write_error is None:
                 self._changed.wait(0.5)
             self._raise_write_error()
 
-    def __len__(self) -> int:
-        self.flush()
-        return self._connection().execute("SELECT COUNT(*) FROM replies").fetchone()[0]
-
     def _write_loop(self) -> None:
+        connection = None
         while True:
             with self._changed:
                 if not self._unwritten:
@@ -247,11 +285,13 @@ class ReplyCache:
                     self._writer_waiting = False
                 if not self._unwritten:  # idle: the thread ends, and the next put starts another
                     self._writer = None
+                    if connection is not None:
+                        connection.close()
                     return
                 group = self._in_write = self._unwritten
                 self._unwritten = {}
             try:
-                connection = self._connection()
+                connection = connection or connect(self.path)
                 connection.execute("BEGIN IMMEDIATE")
                 connection.executemany(
                     "INSERT OR IGNORE INTO replies (key, judge_version, model, created, reply) VALUES (?, ?, ?, ?, ?)",
@@ -261,6 +301,7 @@ class ReplyCache:
             except BaseException as error:  # noqa: BLE001 - reported to the next put/flush, not lost
                 with self._changed:
                     self._write_error = error
+                    self._writer = None
                     self._changed.notify_all()
                 return
             with self._changed:
@@ -272,12 +313,22 @@ class ReplyCache:
             raise CacheError(f"the judge reply cache {self.path} could not be written: {self._write_error}")
 
 
+def _forget_inherited_writes() -> None:
+    # A forked child never writes the parent's queued replies: the parent does (its writer thread was not
+    # forked), and the child's own caches start their own.
+    _PendingWrites._by_file = weakref.WeakValueDictionary()
+    _PendingWrites._by_file_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_inherited_writes)
+
+
 @atexit.register
 def flush_open_caches() -> None:
     """Write every reply still queued in this process (at exit; also before an exit that skips atexit)."""
-    for cache in list(ReplyCache._open_caches):
+    for writes in list(_PendingWrites._by_file.values()):
         try:
-            cache.flush()
+            writes.flush()
         except CacheError as error:  # at exit there is nobody left to raise to
             print(f"capjudge: {error}", file=sys.stderr)
 

@@ -65,6 +65,19 @@ def test_a_reply_is_readable_at_once_and_on_disk_after_flush(tmp_path):
     assert len(cache) == 1
 
 
+def test_a_reply_put_through_one_cache_is_found_through_another_on_the_same_file(tmp_path):
+    # Two clients in one process (two tasks, or a rerun of a judgment) on one cache file: the second must not
+    # ask again for a reply the first has received but not yet written (CI once caught it doing so).
+    first, second = ReplyCache(tmp_path / "c.sqlite"), ReplyCache(tmp_path / "c.sqlite")
+    writes = first._writes
+    with writes._changed:  # hold the writer back: nothing reaches the file while this block runs
+        first.put("k", "v", JudgeReply("α80α", None, "stop", "m", Usage()))
+        assert second.get("k").content == "α80α"
+        assert sqlite3.connect(tmp_path / "c.sqlite").execute("SELECT COUNT(*) FROM replies").fetchone()[0] == 0
+    second.flush()  # flushing either one writes what both were given
+    assert sqlite3.connect(tmp_path / "c.sqlite").execute("SELECT reply FROM replies").fetchone()[0].startswith('{"content": "α80α"')
+
+
 def test_a_write_that_fails_is_reported_not_lost_silently(tmp_path):
     cache = ReplyCache(tmp_path / "c.sqlite")
     cache.put("k0", "v", JudgeReply("fine", None, "stop", "m", Usage()))
