@@ -21,6 +21,7 @@ import asyncio
 import functools
 import json
 import logging
+import os
 import random
 import re
 import threading
@@ -488,6 +489,18 @@ def unsendable_problem(request: ChatRequest) -> str | None:
 # cache connection pool.
 _shared: dict[JudgeConfig, JudgeClient] = {}
 _shared_lock = threading.Lock()
+
+
+def _forget_inherited_clients() -> None:
+    """In a forked child (the judging stage's worker processes): the parent's clients are not usable here:
+    their SQLite connections must not cross a fork and their cache writer thread does not exist in the child.
+    The child builds its own on first use."""
+    global _shared_lock
+    _shared.clear()
+    _shared_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_inherited_clients)
 
 
 def shared_client(config: JudgeConfig | None = None, **overrides: Any) -> JudgeClient:

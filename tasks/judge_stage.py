@@ -64,6 +64,9 @@ def register(groups: Any) -> None:
     batch.add_argument("--retry-online", action="store_true",
                        help="ask what the batch left (unparsable replies, failed lines) online instead of in another batch")
     batch.add_argument("--batch-max-requests", type=int, default=50_000, help="requests per input file (API limit 50,000)")
+    parser.add_argument("--processes", type=int, default=None,
+                        help="judging processes on this machine (default: one per 32 requests in flight "
+                             "(CAPJUDGE_MAX_CONCURRENCY), at most one per core; see capjudge.tasks.judge_processes)")
     batch.add_argument("--batch-max-bytes", type=int, default=200_000_000, help="bytes per input file (API limit 200 MB)")
     parser.set_defaults(func=_run)
 
@@ -84,9 +87,13 @@ def _run(args: argparse.Namespace) -> int:
     elif args.no_wait or args.retry_online:
         print("capjudge judge: --no-wait and --retry-online go with --batch", file=sys.stderr)
         return 2
+    if args.processes is not None and (args.processes < 1 or (args.batch and args.processes > 1)):
+        print(f"capjudge judge: --processes {args.processes}: give a number >= 1 (and 1 with --batch, whose "
+              "replies come from the Batch API)", file=sys.stderr)
+        return 2
     try:
         source = caption_source(args.run, args.captions, args.task, args.model_name)
-        outcome = judge_stage(source, args.task, args.out, args.include_path, batch)
+        outcome = judge_stage(source, args.task, args.out, args.include_path, batch, processes=args.processes)
     except (JudgeStageError, ConfigError, DatasetError, CaptionsFileError, BatchStageError) as error:
         print(f"capjudge judge: {error}", file=sys.stderr)
         return 2
@@ -178,10 +185,12 @@ class StageOutcome:
 
 
 def judge_stage(
-    source: CaptionSource, task_name: str, out: Path, include_path: Path, batch: Any = None
+    source: CaptionSource, task_name: str, out: Path, include_path: Path, batch: Any = None, *,
+    processes: int | None = None,
 ) -> StageOutcome:
     """Judge every item of `task_name` that `source` has a caption for; write the run. With `batch`
-    (`capjudge.tasks.batch_stage.BatchOptions`) the replies come through the Batch API first."""
+    (`capjudge.tasks.batch_stage.BatchOptions`) the replies come through the Batch API first; online, the
+    items are judged in `processes` processes (default: capjudge.tasks.judge_processes.resolve_processes)."""
     from capjudge.tasks.prejudge import item_key
 
     task = load_judged_task(task_name, include_path)
@@ -196,7 +205,18 @@ def judge_stage(
             return StageOutcome(None, 0, len(items), summary.open_batches)
         if not batch.retry_online:  # the final pass reads the cache only: nothing is asked online
             client_for = cache_only_clients(task, summary)
-    store = task.judge_all(items, client_for=client_for)
+    store = None
+    if batch is None:
+        from capjudge.tasks.judge_processes import judge_in_processes, resolve_processes
+
+        workers = resolve_processes(processes, task.judge_config().max_concurrency, len(items))
+        if workers > 1:
+            store, reports = judge_in_processes(task, items, workers)
+            for report in reports:
+                print(f"capjudge judge: process {report.index + 1}/{workers} (pid {report.pid}): {report.items} items, "
+                      f"{report.failed} failed, {report.requests} requests", file=sys.stderr)
+    if store is None:
+        store = task.judge_all(items, client_for=client_for)
     identity = task.identity()
     lines = []
     per_metric: dict[str, list[Any]] = {name: [] for name in task.aggregation()}

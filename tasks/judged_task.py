@@ -283,10 +283,13 @@ class JudgedTask(SourcedTask):
         *,
         client_for: Callable[[Mapping[str, Any]], Any] | None = None,
         description: str | None = None,
+        workers: int | None = None,
+        bar_position: int = 0,
     ) -> PrejudgedItems:
         """Judge every (doc, caption) at the client's concurrency, with a progress bar; used inside lmms-eval
         (`apply_filters`) and by `capjudge judge`, so both make the same requests. `client_for(doc)` gives an
-        item its own client instead of the shared one (the batch stage's recorder)."""
+        item its own client instead of the shared one (the batch stage's recorder); `workers` (default: the
+        client's bound) is this process's share of it when several processes judge (capjudge.tasks.judge_processes)."""
         resolved = self._resolve()
         shared = shared_client(resolved.config)
         store = PrejudgedItems()
@@ -295,9 +298,10 @@ class JudgedTask(SourcedTask):
             lambda doc, caption: type(self).judge_item(
                 doc, caption, resolved.settings, client_for(doc) if client_for is not None else shared
             ),
-            workers=resolved.config.max_concurrency,
+            workers=workers or resolved.config.max_concurrency,
             description=description or f"capjudge: judging {self.config.task}",
             into=store,
+            bar_position=bar_position,
         )
         # Every reply on disk before the harness moves on: a crash after this point loses no judging.
         shared.flush_cache()

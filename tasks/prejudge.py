@@ -44,6 +44,10 @@ class PrejudgedItems:
         with self._lock:
             self._judgments[key] = judgment
 
+    def has(self, key: tuple[str, str]) -> bool:
+        with self._lock:
+            return key in self._judgments
+
     def take(self, key: tuple[str, str]) -> Any | None:
         with self._lock:
             return self._judgments.pop(key, None)
@@ -115,6 +119,7 @@ def prejudge(
     workers: int,
     description: str,
     into: PrejudgedItems,
+    bar_position: int = 0,
 ) -> None:
     """Judge every (doc, caption) with up to `workers` in flight; results go `into` the store by `item_key`.
 
@@ -155,7 +160,8 @@ def prejudge(
 
     threads = [threading.Thread(target=work, name=f"capjudge-prejudge-{index}", daemon=True)
                for index in range(max(1, min(workers, len(pending))))]
-    with tqdm(total=len(pending), desc=description, unit="item", dynamic_ncols=True) as bar:
+    # bar_position: each of several judging processes draws its bar on its own line.
+    with tqdm(total=len(pending), desc=description, unit="item", dynamic_ncols=True, position=bar_position) as bar:
         for thread in threads:
             thread.start()
         for thread in threads:

@@ -60,6 +60,7 @@ class LoggedRequest:
     path: str = ""
     replied: float | None = None  # when the handler finished answering (benchmarks split the round trip)
     peer: tuple[str, int] | None = None  # the client's address: one per connection
+    client_pid: int | None = None  # the process that opened the connection (server.identify_clients only)
 
     @property
     def prompt_text(self) -> str:
@@ -93,6 +94,37 @@ def with_logprobs(content: str, alternatives: dict[int, list[tuple[str, float]]]
     alternatives = alternatives or {}
     tokens = tokens_of(content)
     return Reply(content, [(tok, alternatives.get(i, [(tok, 0.0)])) for i, tok in enumerate(tokens)])
+
+
+def pid_of_connection(client_port: int, server_port: int) -> int | None:
+    """The local process holding the client end of a loopback TCP connection (Linux /proc), or None."""
+    import os
+
+    inode = None
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = open(table).read().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            local_port, remote_port = int(fields[1].rsplit(":", 1)[1], 16), int(fields[2].rsplit(":", 1)[1], 16)
+            if local_port == client_port and remote_port == server_port:
+                inode = fields[9]
+                break
+        if inode is not None:
+            break
+    if inode is None:
+        return None
+    target = f"socket:[{inode}]"
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                if os.readlink(f"/proc/{pid}/fd/{fd}") == target:
+                    return int(pid)
+        except OSError:  # a process that ended, or one we may not look into
+            continue
+    return None
 
 
 def _stable_fraction(text: str) -> float:
@@ -153,6 +185,9 @@ class OpenAITestServer:
         self.required_key: str | None = None
         self.models: set[str] | None = None
         self.logprobs_supported = True
+        # Look up which local process opened each connection (from /proc), so a multi-process test can count
+        # the processes that sent requests and the requests each sent.
+        self.identify_clients = False
         # Rate limits the server enforces on judgments, OpenAI-style: requests and tokens (the reported prompt
         # tokens plus max_tokens) over a sliding window; over a limit it answers 429 with Retry-After. Every
         # judgment answer carries x-ratelimit-* headers while a limit is set. `rate_limited` counts the 429s.
@@ -315,6 +350,10 @@ class OpenAITestServer:
                     body, time.time(), headers={k.lower(): v for k, v in self.headers.items()}, path=self.path,
                     peer=tuple(self.client_address[:2]),
                 )
+                if server.identify_clients:
+                    if not hasattr(self, "client_pid"):  # one handler per connection: looked up once
+                        self.client_pid = pid_of_connection(self.client_address[1], self.server.server_address[1])
+                    entry.client_pid = self.client_pid
                 is_probe = "x-capjudge-preflight" in entry.headers
                 rejection = None
                 if server.required_key is not None and entry.headers.get("authorization") != f"Bearer {server.required_key}":

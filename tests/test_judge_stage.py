@@ -22,15 +22,18 @@ PER_ITEM = ("gveval_mean", "gveval_accuracy", "gveval_completeness", "gveval_con
             "gveval_failed")
 
 
-def _judge(tmp_path, judge, *arguments, cache):
+def _judge_env(tmp_path, judge, cache, extra_env=None):
+    return {"OPENAI_BASE_URL": judge.base_url, "OPENAI_API_KEY": TEST_API_KEY, "MODEL_VERSION": TEST_JUDGE_MODEL,
+            "CAPJUDGE_CACHE": str(cache), "HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1",
+            "HF_DATASETS_CACHE": str(tmp_path / "hf"), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path), **(extra_env or {})}
+
+
+def _judge(tmp_path, judge, *arguments, cache, extra_env=None):
     import subprocess
     import sys
 
-    env = {"OPENAI_BASE_URL": judge.base_url, "OPENAI_API_KEY": TEST_API_KEY, "MODEL_VERSION": TEST_JUDGE_MODEL,
-           "CAPJUDGE_CACHE": str(cache), "HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1",
-           "HF_DATASETS_CACHE": str(tmp_path / "hf"), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
     return subprocess.run([sys.executable, "-m", "capjudge.judges.cli", "judge", *arguments], cwd=REPO_ROOT,
-                          env=env, capture_output=True, text=True, timeout=600)
+                          env=_judge_env(tmp_path, judge, cache, extra_env), capture_output=True, text=True, timeout=600)
 
 
 def _samples(folder):
@@ -112,6 +115,85 @@ def test_a_harness_run_re_scores_in_the_judging_stage_with_zero_requests(tmp_pat
     staged_samples = _samples(tmp_path / "judged")
     assert len(staged_samples) == N_ITEMS
     assert _values(staged_samples) == _values({s["judged"]["item_id"]: s for s in harness.samples(TASK)})
+
+
+def test_two_judging_processes_each_send_their_half_and_write_what_one_process_writes(tmp_path):
+    """`--processes 2`: two forked workers send the requests (the server finds, in /proc, which process opened
+    each connection, and counts the requests per process); the run written is that of a one-process run."""
+    import re
+    from collections import Counter
+
+    arguments = ("--captions", str(CAPTIONS), "--model-name", "good", "--task", TASK)
+    with judge_server() as judge:
+        judge.identify_clients = True
+        two = _judge(tmp_path, judge, *arguments, "--out", str(tmp_path / "two"), "--processes", "2",
+                     cache=tmp_path / "two.sqlite", extra_env={"CAPJUDGE_MAX_CONCURRENCY": "4"})
+        assert two.returncode == 0, two.stderr[-3000:]
+        requests_by_process = Counter(entry.client_pid for entry in judge.log)
+        judge.reset()
+        one = _judge(tmp_path, judge, *arguments, "--out", str(tmp_path / "one"), "--processes", "1",
+                     cache=tmp_path / "one.sqlite", extra_env={"CAPJUDGE_MAX_CONCURRENCY": "4"})
+        assert one.returncode == 0, one.stderr[-3000:]
+        one_process = Counter(entry.client_pid for entry in judge.log)
+
+    assert None not in requests_by_process and len(requests_by_process) == 2
+    assert sorted(requests_by_process.values()) == [N_ITEMS // 2, N_ITEMS // 2]  # every 2nd item each
+    reported = {int(pid): (int(items), int(requests)) for pid, items, requests in
+                re.findall(r"process \d/2 \(pid (\d+)\): (\d+) items, 0 failed, (\d+) requests", two.stderr)}
+    assert reported == {pid: (count, count) for pid, count in requests_by_process.items()}
+    assert len(one_process) == 1 and sum(one_process.values()) == N_ITEMS and None not in one_process
+    assert set(one_process).isdisjoint(requests_by_process)
+
+    two_samples, one_samples = _samples(tmp_path / "two"), _samples(tmp_path / "one")
+    assert list(two_samples) == list(one_samples)  # same items, same order
+    assert _values(two_samples) == _values(one_samples)
+    # The records are the workers' own judgments (asked, not replayed from the cache by the parent).
+    for line in two_samples.values():
+        judgment = line["judged"]["judgment"]
+        assert judgment["cache_hit"] is False and judgment["requests"] == 1
+
+
+def test_a_killed_two_process_stage_leaves_no_worker_behind_and_its_rerun_asks_only_what_is_not_cached(tmp_path):
+    import sqlite3
+    import subprocess
+    import sys
+    import time
+
+    def ended(pid):  # gone, or a zombie nobody has reaped yet
+        try:
+            with open(f"/proc/{pid}/stat") as stat:
+                return stat.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+        except FileNotFoundError:
+            return True
+
+    cache = tmp_path / "cache.sqlite"
+    arguments = ("--captions", str(CAPTIONS), "--model-name", "good", "--task", TASK, "--out", str(tmp_path / "out"),
+                 "--processes", "2")
+    slow = {"CAPJUDGE_MAX_CONCURRENCY": "2"}  # one request at a time per worker: 5 items each, 0.6 s apiece
+    with judge_server(latency=0.6) as judge:
+        judge.identify_clients = True
+        stage = subprocess.Popen([sys.executable, "-m", "capjudge.judges.cli", "judge", *arguments], cwd=REPO_ROOT,
+                                 env=_judge_env(tmp_path, judge, cache, slow), stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 120
+        while sum(entry.replied is not None for entry in judge.log) < 4:
+            assert stage.poll() is None and time.monotonic() < deadline, "the stage never got 4 replies"
+            time.sleep(0.05)
+        stage.kill()
+        stage.wait()
+        workers = {entry.client_pid for entry in judge.log}
+        assert len(workers) == 2 and stage.pid not in workers and None not in workers
+        time.sleep(2.0)  # the kernel ends them when their parent dies; any request they still sent would show
+        assert all(ended(pid) for pid in workers), "a worker outlived the killed stage"
+        asked_before = len(judge.log)
+        assert asked_before < N_ITEMS
+        cached = sqlite3.connect(cache).execute("SELECT COUNT(*) FROM replies").fetchone()[0]
+        assert cached >= 1
+        judge.reset()
+        rerun = _judge(tmp_path, judge, *arguments, cache=cache, extra_env=slow)
+        assert rerun.returncode == 0, rerun.stderr[-3000:]
+        assert len(judge.log) == N_ITEMS - cached  # exactly what the killed run had not put in the cache
+    assert len(_samples(tmp_path / "out")) == N_ITEMS
 
 
 def test_bad_input_is_one_clear_error(tmp_path):

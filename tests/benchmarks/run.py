@@ -466,7 +466,8 @@ def batch_preparation() -> Section:
 @benchmark("judge_stage")
 def judge_stage_throughput() -> Section:
     """Issue 15: `capjudge judge` online against the 200 ms server at 64 in flight (bound 320/s), from an lmms-eval
-    --predict_only --log_samples output and from a captions file; 1,600 text items (gveval_references): 25 whole
+    --predict_only --log_samples output and from a captions file, at the default --processes (2 here) and, for
+    the captions file, in one process; 1,600 text items (gveval_references): 25 whole
     waves of 64, since with 400 items (6.25 waves) even a client with no overhead would span 7 waves, 0.89 of the bound."""
     import json
 
@@ -489,7 +490,10 @@ def judge_stage_throughput() -> Section:
                                          extra_args=("--predict_only",), env={"CAPJUDGE_MSVD_EVAL_JSON": str(data_file)})
             predicted.require_results()
         rates, cores = {}, {}
-        for source, arguments in (("predict_only_output", [str(tmp_path / "predicted")]), ("captions_file", ["--captions", str(captions)])):
+        runs = {"predict_only_output": [str(tmp_path / "predicted")], "captions_file": ["--captions", str(captions)],
+                # Side by side: the same captions judged in one process (the default here is two: one per 32 in flight).
+                "captions_file_one_process": ["--captions", str(captions), "--processes", "1"]}
+        for source, arguments in runs.items():
             log_path = tmp_path / f"server_{source}.jsonl"
             with ServerProcess(latency=latency, log_path=str(log_path)) as server:
                 env = harness_env(server.base_url, cache_path=tmp_path / f"cache_{source}.sqlite", datasets_cache=tmp_path / "hf",
@@ -509,14 +513,21 @@ def judge_stage_throughput() -> Section:
         section.figures += [Figure(f"judge_stage_{source}_throughput", rate, "judgments/s", f"bound {bound:.0f}/s"),
                             Figure(f"judge_stage_{source}_fraction_of_bound", rate / bound, "ratio", "target >= 0.9"),
                             Figure(f"judge_stage_{source}_client_cpu_cores", cores[source], "cores",
-                                   "capjudge's process while judging; one core is what its Python threads can use"),
+                                   "capjudge's processes while judging"),
                             Figure(f"judge_stage_{source}_client_cpu_ms_per_item", 1000 * cores[source] / rate, "ms")]
+    section.figures.append(Figure("judge_stage_two_processes_vs_one", rates["captions_file"] / rates["captions_file_one_process"],
+                                  "ratio", "same captions, same run"))
     return section
 
 
 def run_sampling_cpu(command: list[str], **popen_args) -> tuple[int, str, list[tuple[float, float]]]:
-    """Run a command, reading its CPU seconds (user + system, from /proc) every 50 ms as (wall time, cpu)."""
+    """Run a command, reading its CPU seconds (user + system, from /proc) every 50 ms as (wall time, cpu): the
+    process's own, its finished children's, and its running children's (the judging stage's workers)."""
     import subprocess
+
+    def cpu_ticks(pid: int, with_children: bool) -> int:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return sum(int(value) for value in fields[11:15 if with_children else 13])
 
     with tempfile.TemporaryFile("w+") as stderr:
         process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=stderr, text=True, **popen_args)
@@ -524,8 +535,13 @@ def run_sampling_cpu(command: list[str], **popen_args) -> tuple[int, str, list[t
         ticks = os.sysconf("SC_CLK_TCK")
         while process.poll() is None:
             try:
-                fields = Path(f"/proc/{process.pid}/stat").read_text().rsplit(")", 1)[1].split()
-                samples.append((time.time(), (int(fields[11]) + int(fields[12])) / ticks))
+                total = cpu_ticks(process.pid, with_children=True)
+                for child in Path(f"/proc/{process.pid}/task/{process.pid}/children").read_text().split():
+                    try:
+                        total += cpu_ticks(int(child), with_children=False)
+                    except OSError:  # ended between the two reads: now in the parent's children figures
+                        pass
+                samples.append((time.time(), total / ticks))
             except (OSError, IndexError):
                 pass
             time.sleep(0.05)
