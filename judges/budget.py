@@ -220,6 +220,13 @@ class MachineBudget:
             "ON CONFLICT(key) DO UPDATE SET value = max(value, excluded.value)", (until,)
         )
 
+    def close(self) -> None:
+        """Close this thread's connection to the window file and its slot file."""
+        db = getattr(self._local, "db", None)
+        if db is not None:
+            db.close()
+        self._local.db = self._local.own_slot = None
+
     def learn(self, limit_requests: int | None, limit_tokens: int | None) -> None:
         if limit_requests:
             self._learned_rpm = limit_requests
@@ -253,11 +260,12 @@ class _OpenSlotFile:
     __slots__ = ("index", "fd")
 
     def __init__(self, index: int, folder: Path):
-        self.index = index
+        self.index, self.fd = index, -1
         self.fd = os.open(folder / f"slot-{index}", os.O_RDWR | os.O_CREAT, 0o600)
 
     def __del__(self) -> None:
-        os.close(self.fd)
+        if self.fd >= 0:
+            os.close(self.fd)
 
 
 def _lowest(*values: int | None) -> int | None:

@@ -214,6 +214,17 @@ class ReplyCache:
         self.flush()
         return self._connection().execute("SELECT COUNT(*) FROM replies").fetchone()[0]
 
+    def close(self) -> None:
+        """Write everything queued, end the writer thread and close this thread's connection: after it, this
+        process holds the file open only through other threads' connections (none, in the judging stage
+        before it forks its workers: SQLite's rule is no connection open across a fork)."""
+        self._writes.flush()
+        self._writes.stop_writer()
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            conn.close()
+            self._local.conn = None
+
 
 def connect(path: Path) -> sqlite3.Connection:
     conn = sqlite3.connect(path, timeout=60.0, isolation_level=None)
@@ -237,7 +248,9 @@ class _PendingWrites:
         with cls._by_file_lock:
             name = str(path.resolve())
             writes = cls._by_file.get(name)
-            if writes is None:
+            # After a failed write the old queue keeps its error (its caches keep reporting it); a cache opened
+            # afterwards starts clean, as it would in a new process.
+            if writes is None or writes._write_error is not None:
                 writes = cls._by_file[name] = cls(path)
             return writes
 
@@ -249,6 +262,7 @@ class _PendingWrites:
         self._changed = threading.Condition()
         self._writer: threading.Thread | None = None
         self._writer_waiting = False
+        self._stopping = False
         self._write_error: BaseException | None = None
 
     def pending(self, key: str) -> Row | None:
@@ -275,11 +289,21 @@ class _PendingWrites:
                 self._changed.wait(0.5)
             self._raise_write_error()
 
+    def stop_writer(self) -> None:
+        """End the writer thread once the queue is empty (the next put starts another)."""
+        with self._changed:
+            writer, self._stopping = self._writer, True
+            self._changed.notify_all()
+        if writer is not None:
+            writer.join()
+        with self._changed:
+            self._stopping = False
+
     def _write_loop(self) -> None:
         connection = None
         while True:
             with self._changed:
-                if not self._unwritten:
+                if not self._unwritten and not self._stopping:
                     self._writer_waiting = True
                     self._changed.wait(_WRITER_IDLE_SECONDS)
                     self._writer_waiting = False
@@ -299,8 +323,15 @@ class _PendingWrites:
                 )
                 connection.execute("COMMIT")
             except BaseException as error:  # noqa: BLE001 - reported to the next put/flush, not lost
+                # Give the file back (the failed transaction held its write lock, and the stored error's
+                # traceback would keep this connection alive with it).
+                if connection is not None:
+                    try:
+                        connection.rollback()
+                    finally:
+                        connection.close()
                 with self._changed:
-                    self._write_error = error
+                    self._write_error = error.with_traceback(None)
                     self._writer = None
                     self._changed.notify_all()
                 return

@@ -235,6 +235,9 @@ class JudgeClient:
 
     def close(self) -> None:
         self.flush_cache()
+        if self._cache is not None:
+            self._cache.close()
+        self.budget.close()
         if self._executor is not None:
             self._executor.shutdown(wait=False)
         self._sdk.close()
@@ -491,10 +494,21 @@ _shared: dict[JudgeConfig, JudgeClient] = {}
 _shared_lock = threading.Lock()
 
 
+def release_shared_clients() -> None:
+    """Close every process-wide client (their queued replies written, their files closed); the next
+    `shared_client` call builds a new one. The judging stage calls it before forking workers: SQLite's rule
+    is that no connection may be open across a fork (a child's new connections would share the parent's
+    lock bookkeeping), and nothing may be queued for a writer thread the child would not have."""
+    with _shared_lock:
+        clients = list(_shared.values())
+        _shared.clear()
+    for client in clients:
+        client.close()
+
+
 def _forget_inherited_clients() -> None:
-    """In a forked child (the judging stage's worker processes): the parent's clients are not usable here:
-    their SQLite connections must not cross a fork and their cache writer thread does not exist in the child.
-    The child builds its own on first use."""
+    """In a forked child (the judging stage's worker processes): the parent's clients are not usable here
+    (their writer thread does not exist in the child), so the child builds its own on first use."""
     global _shared_lock
     _shared.clear()
     _shared_lock = threading.Lock()

@@ -63,7 +63,7 @@ def resolve_processes(requested: int | None, max_concurrency: int, n_items: int)
     if requested is not None and requested < 1:
         raise ValueError(f"--processes must be at least 1, got {requested}")
     if requested is None:
-        requested = min(os.cpu_count() or 1, math.ceil(max_concurrency / IN_FLIGHT_PER_PROCESS),
+        requested = min(_usable_cores(), math.ceil(max_concurrency / IN_FLIGHT_PER_PROCESS),
                         max(1, n_items // MIN_ITEMS_PER_PROCESS))
     wanted = max(1, min(requested, max_concurrency, n_items))
     if wanted > 1 and not can_fork():
@@ -72,46 +72,77 @@ def resolve_processes(requested: int | None, max_concurrency: int, n_items: int)
     return wanted
 
 
+def _usable_cores() -> int:
+    """The cores this process may run on (a container's or taskset's limit, not the host's count)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
 def judge_in_processes(task: Any, items: Sequence[Item], processes: int) -> tuple[PrejudgedItems, list[WorkerReport]]:
     """Judge `items` in `processes` forked workers; the judgments (as `task.judge_all` gives them) and what
     each worker did."""
-    from capjudge.judges.client import shared_client
-
-    config = task.judge_config()
-    threads = math.ceil(config.max_concurrency / processes)
-    # Nothing queued for the cache may be half-way through a write when the workers are forked.
-    shared_client(config).flush_cache()
+    threads = math.ceil(task.judge_config().max_concurrency / processes)
+    _prepare_to_fork()
     context = multiprocessing.get_context("fork")
     workers = []
-    for index in range(processes):
-        receiving, sending = context.Pipe(duplex=False)
-        process = context.Process(target=_judge_share, args=(task, items[index::processes], index, processes, threads, sending,
-                                                             os.getpid()),
-                                  name=f"capjudge-judge-{index + 1}")
-        process.start()
-        sending.close()  # the parent's copy: recv() then sees EOF if the worker dies before sending
-        workers.append((process, receiving))
-
     store, reports = PrejudgedItems(), []
-    for index, (process, receiving) in enumerate(workers):
-        try:
-            report, judgments = receiving.recv()
-        except EOFError:
-            report, judgments = None, []
-        process.join()
-        for key, judgment in judgments:
-            store.put(key, judgment)
-        if report is None or process.exitcode != 0:
-            log.warning("judging process %d/%d (pid %s) ended with exit code %s; the parent judges its items "
-                        "(every reply it received is in the cache)", index + 1, processes, process.pid, process.exitcode)
-        else:
-            reports.append(report)
+    try:
+        for index in range(processes):
+            receiving, sending = context.Pipe(duplex=False)
+            # daemon: should this process end abnormally, multiprocessing ends the workers instead of waiting
+            process = context.Process(target=_judge_share, name=f"capjudge-judge-{index + 1}", daemon=True,
+                                      args=(task, items[index::processes], index, processes, threads, sending, os.getpid()))
+            process.start()
+            sending.close()  # the parent's copy: recv() then sees EOF if the worker dies before sending
+            workers.append((process, receiving))
+
+        for index, (process, receiving) in enumerate(workers):
+            try:
+                report, judgments = receiving.recv()
+            except EOFError:
+                report, judgments = None, []
+            process.join()
+            for key, judgment in judgments:
+                store.put(key, judgment)
+            if report is None or process.exitcode != 0:
+                log.warning("judging process %d/%d (pid %s) ended with exit code %s; the parent judges its items "
+                            "(the replies it had written to the cache are not asked again)",
+                            index + 1, processes, process.pid, process.exitcode)
+            else:
+                reports.append(report)
+    except BaseException:
+        # Interrupted or failed here (a signal to this process alone, a reply that would not unpickle): end
+        # the workers now rather than let them judge on and block on a pipe nobody reads.
+        for process, receiving in workers:
+            if process.is_alive():
+                process.kill()
+            receiving.close()
+            process.join()
+        raise
 
     missing = [(doc, caption) for doc, caption in items if not store.has(item_key(doc, caption))]
     if missing:
         for key_and_judgment in _judgments(task.judge_all(missing), missing):
             store.put(*key_and_judgment)
     return store, reports
+
+
+def _prepare_to_fork() -> None:
+    """What a fork must not copy: open SQLite connections and queued cache writes (the process-wide judge
+    clients are closed; the next use builds new ones), and tqdm's monitor thread, which takes tqdm's lock
+    every few seconds (a child forked at that moment would wait on it forever)."""
+    from tqdm import tqdm
+
+    from capjudge.judges.client import release_shared_clients
+
+    release_shared_clients()
+    tqdm.monitor_interval = 0
+    monitor = getattr(tqdm, "monitor", None)
+    if monitor is not None:
+        monitor.exit()
+        tqdm.monitor = None
 
 
 def _judge_share(task: Any, items: Sequence[Item], index: int, processes: int, threads: int, report_to: Any,
@@ -134,6 +165,9 @@ def _judge_share(task: Any, items: Sequence[Item], index: int, processes: int, t
     except BaseException:  # noqa: BLE001 - reported here; the parent judges this worker's items itself
         traceback.print_exc()
     finally:
+        from capjudge.judges.cache import flush_open_caches
+
+        flush_open_caches()  # what an interrupted judge_all had not written yet (os._exit skips atexit)
         report_to.close()
         sys.stderr.flush()
         os._exit(status)  # not multiprocessing's exit path: it would run the parent's inherited atexit hooks

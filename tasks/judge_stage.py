@@ -66,7 +66,8 @@ def register(groups: Any) -> None:
     batch.add_argument("--batch-max-requests", type=int, default=50_000, help="requests per input file (API limit 50,000)")
     parser.add_argument("--processes", type=int, default=None,
                         help="judging processes on this machine (default: one per 32 requests in flight "
-                             "(CAPJUDGE_MAX_CONCURRENCY), at most one per core; see capjudge.tasks.judge_processes)")
+                             "(CAPJUDGE_MAX_CONCURRENCY), at most one per core and one per 200 items; "
+                             "see capjudge.tasks.judge_processes)")
     batch.add_argument("--batch-max-bytes", type=int, default=200_000_000, help="bytes per input file (API limit 200 MB)")
     parser.set_defaults(func=_run)
 

@@ -89,6 +89,11 @@ def test_a_write_that_fails_is_reported_not_lost_silently(tmp_path):
     assert cache.get("k1").content == "lost?"  # still served from memory in this process
     with pytest.raises(CacheError):
         cache.put("k2", "v", JudgeReply("next", None, "stop", "m", Usage()))
+    # A cache opened on the file afterwards (the table is back) starts clean rather than inheriting the error.
+    reopened = ReplyCache(tmp_path / "c.sqlite")
+    reopened.put("k3", "v", JudgeReply("again", None, "stop", "m", Usage()))
+    reopened.flush()
+    assert reopened.get("k3").content == "again" and len(reopened) == 1
 
 
 def test_reply_json_is_what_asdict_gave():

@@ -153,7 +153,11 @@ def test_two_judging_processes_each_send_their_half_and_write_what_one_process_w
         assert judgment["cache_hit"] is False and judgment["requests"] == 1
 
 
-def test_a_killed_two_process_stage_leaves_no_worker_behind_and_its_rerun_asks_only_what_is_not_cached(tmp_path):
+@pytest.mark.parametrize("signal_name", ["SIGKILL", "SIGINT"])
+def test_a_killed_two_process_stage_leaves_no_worker_behind_and_its_rerun_asks_only_what_is_not_cached(tmp_path, signal_name):
+    # SIGKILL: the kernel ends the workers with their parent. SIGINT to the parent alone (a job runner's stop,
+    # `kill -INT`): the parent ends them itself instead of waiting for their results.
+    import signal
     import sqlite3
     import subprocess
     import sys
@@ -179,8 +183,8 @@ def test_a_killed_two_process_stage_leaves_no_worker_behind_and_its_rerun_asks_o
         while sum(entry.replied is not None for entry in judge.log) < 4:
             assert stage.poll() is None and time.monotonic() < deadline, "the stage never got 4 replies"
             time.sleep(0.05)
-        stage.kill()
-        stage.wait()
+        stage.send_signal(getattr(signal, signal_name))
+        assert stage.wait(timeout=30) != 0
         workers = {entry.client_pid for entry in judge.log}
         assert len(workers) == 2 and stage.pid not in workers and None not in workers
         time.sleep(2.0)  # the kernel ends them when their parent dies; any request they still sent would show

@@ -535,12 +535,15 @@ def run_sampling_cpu(command: list[str], **popen_args) -> tuple[int, str, list[t
         ticks = os.sysconf("SC_CLK_TCK")
         while process.poll() is None:
             try:
-                total = cpu_ticks(process.pid, with_children=True)
+                # The running children first, then the parent with its ended children: a child that ends in
+                # between is then counted twice (a small step up), never dropped (a step down).
+                total = 0
                 for child in Path(f"/proc/{process.pid}/task/{process.pid}/children").read_text().split():
                     try:
                         total += cpu_ticks(int(child), with_children=False)
-                    except OSError:  # ended between the two reads: now in the parent's children figures
+                    except OSError:  # already ended: the parent's figure below holds it
                         pass
+                total += cpu_ticks(process.pid, with_children=True)
                 samples.append((time.time(), total / ticks))
             except (OSError, IndexError):
                 pass
