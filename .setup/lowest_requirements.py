@@ -2,8 +2,8 @@
 
 `make test-min` installs these into a venv of their own and runs the unit tests that touch them, so each
 floor in pyproject.toml is proven, not guessed (a floor below the first release with an API the code calls
-fails there). The harness itself (lmms-eval, datasets) and the baselines' pycocoevalcap are tested at the
-versions `make setup` installs.
+fails there). The harness itself (lmms-eval, datasets, and filelock, capped for the harness's sake) and the
+baselines' pycocoevalcap are tested at the versions `make setup` installs.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 
 from packaging.requirements import Requirement
 
-NOT_HERE = {"lmms-eval", "datasets", "pycocoevalcap"}
+NOT_HERE = {"lmms-eval", "datasets", "filelock", "pycocoevalcap"}
 
 
 def lowest(pyproject: Path) -> list[str]:
