@@ -234,9 +234,8 @@ class JudgeClient:
         return redact_secret(text, self.config.api_key)
 
     def close(self) -> None:
-        self.flush_cache()
         if self._cache is not None:
-            self._cache.close()
+            self._cache.close()  # writes what is queued first
         self.budget.close()
         if self._executor is not None:
             self._executor.shutdown(wait=False)

@@ -155,7 +155,7 @@ def _judge_share(task: Any, items: Sequence[Item], index: int, processes: int, t
         _end_with_parent(parent)
         store = task.judge_all(items, workers=threads, bar_position=index,
                                description=f"capjudge: judging {task.config.task} [process {index + 1}/{processes}]")
-        judgments = list(_judgments(store, items))
+        judgments = _judgments(store, items)
         usage = shared_client(task.judge_config()).usage()
         report = WorkerReport(index=index, pid=os.getpid(), items=len(judgments),
                               failed=sum(not judgment.result.ok for _, judgment in judgments),

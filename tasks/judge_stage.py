@@ -57,6 +57,10 @@ def register(groups: Any) -> None:
     parser.add_argument("--task", required=True, help="the capjudge task to judge with (e.g. gveval, anycap_style)")
     parser.add_argument("--out", type=Path, required=True, help="output folder (a subfolder per model is made)")
     parser.add_argument("--include-path", type=Path, default=TASKS_DIR, help="task folders (default: capjudge's)")
+    parser.add_argument("--processes", type=int, default=None,
+                        help="judging processes on this machine (default: one per 32 requests in flight "
+                             "(CAPJUDGE_MAX_CONCURRENCY), at most one per core and one per 200 items; "
+                             "see capjudge.tasks.judge_processes)")
     batch = parser.add_argument_group("Batch API (OpenAI / Azure OpenAI): half the price, replies within 24 h")
     batch.add_argument("--batch", action="store_true", help="judge through the Batch API; rerun the same command to re-attach")
     batch.add_argument("--no-wait", action="store_true", help="submit (or check) and exit; rerun later to collect")
@@ -64,10 +68,6 @@ def register(groups: Any) -> None:
     batch.add_argument("--retry-online", action="store_true",
                        help="ask what the batch left (unparsable replies, failed lines) online instead of in another batch")
     batch.add_argument("--batch-max-requests", type=int, default=50_000, help="requests per input file (API limit 50,000)")
-    parser.add_argument("--processes", type=int, default=None,
-                        help="judging processes on this machine (default: one per 32 requests in flight "
-                             "(CAPJUDGE_MAX_CONCURRENCY), at most one per core and one per 200 items; "
-                             "see capjudge.tasks.judge_processes)")
     batch.add_argument("--batch-max-bytes", type=int, default=200_000_000, help="bytes per input file (API limit 200 MB)")
     parser.set_defaults(func=_run)
 
@@ -102,6 +102,9 @@ def _run(args: argparse.Namespace) -> int:
         print(f"capjudge judge: {outcome.open_batches} batch(es) still running; run the same command again to "
               "collect them (nothing is submitted twice)")
         return 0
+    for report in outcome.workers:
+        print(f"capjudge judge: process {report.index + 1}/{len(outcome.workers)} (pid {report.pid}): {report.items} "
+              f"items, {report.failed} failed, {report.requests} requests", file=sys.stderr)
     failed, total = outcome.failed, outcome.total
     print(f"capjudge judge: {total - failed} of {total} items judged; wrote {outcome.results_path}")
     from capjudge.tasks.run_outcome import EXIT_STATUS, failure_rate_problem
@@ -183,6 +186,7 @@ class StageOutcome:
     failed: int
     total: int
     open_batches: int = 0
+    workers: tuple[Any, ...] = ()  # capjudge.tasks.judge_processes.WorkerReport, one per process when several judged
 
 
 def judge_stage(
@@ -206,16 +210,13 @@ def judge_stage(
             return StageOutcome(None, 0, len(items), summary.open_batches)
         if not batch.retry_online:  # the final pass reads the cache only: nothing is asked online
             client_for = cache_only_clients(task, summary)
-    store = None
+    store, reports = None, []
     if batch is None:
         from capjudge.tasks.judge_processes import judge_in_processes, resolve_processes
 
         workers = resolve_processes(processes, task.judge_config().max_concurrency, len(items))
         if workers > 1:
             store, reports = judge_in_processes(task, items, workers)
-            for report in reports:
-                print(f"capjudge judge: process {report.index + 1}/{workers} (pid {report.pid}): {report.items} items, "
-                      f"{report.failed} failed, {report.requests} requests", file=sys.stderr)
     if store is None:
         store = task.judge_all(items, client_for=client_for)
     identity = task.identity()
@@ -235,7 +236,7 @@ def judge_stage(
     aggregated = {f"{name},none": aggregate(values) for name, aggregate in task.aggregation().items()
                   for values in [per_metric[name]]}
     written = _write_run(out, source, task, task_name, aggregated, lines)
-    return StageOutcome(written, failed, len(lines))
+    return StageOutcome(written, failed, len(lines), workers=tuple(reports))
 
 
 def load_judged_task(task_name: str, include_path: Path) -> Any:
