@@ -178,7 +178,10 @@ def test_a_killed_two_process_stage_leaves_no_worker_behind_and_its_rerun_asks_o
         judge.identify_clients = True
         stage = subprocess.Popen([sys.executable, "-m", "capjudge.judges.cli", "judge", *arguments], cwd=REPO_ROOT,
                                  env=_judge_env(tmp_path, judge, cache, slow), stdout=subprocess.DEVNULL,
-                                 stderr=subprocess.DEVNULL)
+                                 stderr=subprocess.DEVNULL,
+                                 # A runner that starts the suite in the background (`make test &` in a script)
+                                 # passes SIGINT on as ignored, and Python then never installs its handler.
+                                 preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         deadline = time.monotonic() + 120
         while sum(entry.replied is not None for entry in judge.log) < 4:
             assert stage.poll() is None and time.monotonic() < deadline, "the stage never got 4 replies"
