@@ -69,8 +69,11 @@ endif
 	$(PY) -c "import capjudge.judges, capjudge.metrics, lmms_eval, av, scipy, openai"
 	@touch $@
 
+# The suite in TEST_WORKERS processes (pytest-xdist, work stealing: the long lmms-eval cases do not queue behind
+# one another), then the 15 slowest tests.
+TEST_WORKERS ?= 2
 test: setup
-	$(PY) -m pytest tests
+	$(PY) -m pytest tests -n $(TEST_WORKERS) --dist worksteal --durations=15
 	$(MAKE) test-min
 
 test-min: $(MIN_VENV)/.installed

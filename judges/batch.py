@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from capjudge.judges.cache import request_key
 from capjudge.judges.client import wire_body
 from capjudge.judges.types import ChatRequest, JudgeOutcome, JudgeReply, ParseFailure, Usage
 
@@ -134,7 +133,7 @@ class BatchRecorder:
                                       first_sample_index=first_sample_index)
         body = request.body(self._client.config.model)
         for sample_index in range(first_sample_index, first_sample_index + max_tries):
-            key = request_key(body, judge_version, sample_index)
+            key = self._client.request_key(body, judge_version, sample_index)  # as the online path keys it
             reply = self._client.cached_reply(key)
             if reply is None:
                 line = custom_id(self._item_id, sample_index)
@@ -182,10 +181,16 @@ class LineResult:
 
 
 class BatchApi:
-    """The Files and Batches endpoints through the openai SDK client of a `JudgeClient`."""
+    """The Files and Batches endpoints through the openai SDK client of a `JudgeClient`.
 
-    def __init__(self, sdk: Any, *, azure: bool = False):
+    Every error text the API sends back (a batch's errors, a failed line's message) passes through `redact`
+    (the client's `JudgeClient.redact`) before it leaves this class: some gateways quote the key, and these
+    texts go into the state file and onto the screen. Replies are redacted where they are stored
+    (`JudgeClient.store_reply`), never before they are scored."""
+
+    def __init__(self, sdk: Any, *, azure: bool = False, redact: Callable[[str], str] = lambda text: text):
         self._sdk = sdk
+        self._redact = redact
         self.endpoint = "/chat/completions" if azure else "/v1/chat/completions"
 
     def upload(self, path: Path) -> str:
@@ -195,20 +200,20 @@ class BatchApi:
     def create(self, input_file_id: str, metadata: Mapping[str, str]) -> BatchStatus:
         batch = self._sdk.batches.create(input_file_id=input_file_id, endpoint=self.endpoint,
                                          completion_window=COMPLETION_WINDOW, metadata=dict(metadata))
-        return _status(batch)
+        return self._status(batch)
 
     def retrieve(self, batch_id: str) -> BatchStatus:
-        return _status(self._sdk.batches.retrieve(batch_id))
+        return self._status(self._sdk.batches.retrieve(batch_id))
 
     def find(self, metadata_key: str, value: str) -> BatchStatus | None:
         """A batch created with `metadata[metadata_key] == value` (the SDK pages through the list)."""
         for batch in self._sdk.batches.list(limit=100):
             if (batch.metadata or {}).get(metadata_key) == value:
-                return _status(batch)
+                return self._status(batch)
         return None
 
     def cancel(self, batch_id: str) -> BatchStatus:
-        return _status(self._sdk.batches.cancel(batch_id))
+        return self._status(self._sdk.batches.cancel(batch_id))
 
     def lines(self, file_id: str) -> Iterator[LineResult]:
         """Every line of an output or error file, streamed (a 10,000-item output is not held in memory)."""
@@ -224,14 +229,20 @@ class BatchApi:
                 if line.get("error") or status != 200:
                     error = line.get("error") or (response_part.get("body") or {}).get("error") or {}
                     message = error.get("message") if isinstance(error, Mapping) else str(error)
-                    yield LineResult(line["custom_id"], None, f"HTTP {status}: {message}" if status else str(message))
+                    text = f"HTTP {status}: {message}" if status else str(message)
+                    yield LineResult(line["custom_id"], None, self._redact(text))
                     continue
                 try:
                     reply = reply_from_completion_dict(response_part.get("body") or {})
                 except Exception as problem:  # a malformed body is that line's failure, not the download's
-                    yield LineResult(line["custom_id"], None, f"unusable response body: {problem}")
+                    yield LineResult(line["custom_id"], None, self._redact(f"unusable response body: {problem}"))
                     continue
                 yield LineResult(line["custom_id"], reply, None)
+
+    def _status(self, batch: Any) -> BatchStatus:
+        status = _status(batch)
+        status.errors = tuple(self._redact(error) for error in status.errors)
+        return status
 
 
 def _status(batch: Any) -> BatchStatus:

@@ -11,13 +11,17 @@ Design choices, and why:
 - The cache is consulted before every request, per (request, judge version, sample index). A re-ask after a
   rejected reply uses the next sample index, so a rerun replays the same sequence from the cache with zero
   requests instead of getting the same bad reply forever.
-- The API key lives only inside the SDK client. Everything this module records (attempt details, failure
-  details, log lines) passes through `redact` first, in case a server echoes it back.
+- The API key lives only inside the SDK client. Everything this module records or hands on to be recorded
+  (attempt details, failure details, log lines, the replies kept in the cache and in the outcome, the text of
+  a parsed judgment) passes through a `Redactor` first, in case a server echoes a credential back. What is
+  *scored* is the reply as received: redaction never changes a score, and the cached copy keeps its logprobs
+  (re-spelled around the redacted text), so a rerun from the cache scores the same.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import json
 import logging
@@ -36,8 +40,8 @@ import openai
 
 from capjudge.judges.budget import Limits, MachineBudget, budget_folder
 from capjudge.judges.breaker import JUDGE_UNREACHABLE, CircuitBreaker, JudgeUnreachable
-from capjudge.judges.cache import ReplyCache, request_key
-from capjudge.judges.config import JudgeConfig
+from capjudge.judges.cache import ReplyCache, ServedJudges
+from capjudge.judges.config import REDACTED, JudgeConfig, looks_like_secret
 from capjudge.judges.http_transport import PerThreadTransport
 from capjudge.judges.rate_limits import (
     NO_ESTIMATE,
@@ -91,6 +95,7 @@ class JudgeClient:
     def __init__(self, config: JudgeConfig, *, sleep: Callable[[float], None] = time.sleep):
         config.validate()
         self.config = config
+        self._redactor = Redactor.for_config(config)
         self._sleep = sleep
         self._slots = threading.BoundedSemaphore(config.max_concurrency)
         # The machine-wide budget every process of the run shares (in-flight slots, RPM/TPM windows, pauses).
@@ -104,6 +109,8 @@ class JudgeClient:
         self._cache_hits: dict[str, int] = defaultdict(int)
         self._usage_lock = threading.Lock()
         self._sdk = self._build_sdk_client(config)
+        # What the server says about the model it serves: part of every cache key (capjudge.judges.cache).
+        self.served = ServedJudges.ask(config, self._sdk, self.redact)
         self._executor: ThreadPoolExecutor | None = None
         self._executor_lock = threading.Lock()
         self.breaker = CircuitBreaker(config.breaker_threshold)
@@ -159,17 +166,20 @@ class JudgeClient:
         tokens = functools.cache(lambda: estimate_tokens(request))
         for sample_index in range(first_sample_index, first_sample_index + max_tries):
             try:
-                reply = self._reply_for(body, judge_version, sample_index, attempts, tokens)
+                reply, recorded = self._reply_for(body, judge_version, sample_index, attempts, tokens)
             except (TransportError, RequestRejected) as error:
                 failure = ParseFailure("request_failed", self.redact(str(error)))
                 break
             except JudgeUnreachable as error:
                 failure = ParseFailure(JUDGE_UNREACHABLE, self.redact(str(error)))
                 break
-            replies.append(reply)
+            replies.append(recorded)
             if not reply.cached:  # a cached reply cost nothing this time
                 usage = usage + reply.usage
+            # Scored as received; what the judgment carries on (its text) is redacted like the reply.
             parsed = parse_reply(reply, parse)
+            if recorded is not reply:
+                parsed = self._redactor.value(parsed)
             if not isinstance(parsed, ParseFailure):
                 self._account(judge_version, usage, replies)
                 return JudgeOutcome(parsed, None, tuple(replies), tuple(attempts), usage)
@@ -206,15 +216,19 @@ class JudgeClient:
                 for version, used in self._usage.items()
             }
 
+    def request_key(self, body: Mapping[str, Any], judge_version: str, sample_index: int) -> str:
+        """The cache key of a request to this judge (the served model's identity included)."""
+        return self.served.request_key(body, judge_version, sample_index)
+
     def cached_reply(self, key: str) -> JudgeReply | None:
-        """The cached reply under a request key (`capjudge.judges.cache.request_key`), if any."""
+        """The cached reply under a request key (`request_key`), if any."""
         return self._cache.get(key) if self._cache is not None else None
 
     def store_reply(self, key: str, judge_version: str, reply: JudgeReply) -> None:
         """Put a reply obtained elsewhere (a Batch API output) into the cache, as if it had been asked here."""
         if self._cache is None:
             raise ValueError("the reply cache is off (CAPJUDGE_NO_CACHE): batch replies would have nowhere to go")
-        self._cache.put(key, judge_version, reply)
+        self._cache.put(key, judge_version, self._redactor.reply(reply))
 
     def flush_cache(self) -> None:
         """Wait until every reply received so far is written to the cache file (see ReplyCache)."""
@@ -231,7 +245,8 @@ class JudgeClient:
         return self._sdk
 
     def redact(self, text: str) -> str:
-        return redact_secret(text, self.config.api_key)
+        """`text` without this configuration's credentials (see `Redactor`)."""
+        return self._redactor(text)
 
     def close(self) -> None:
         if self._cache is not None:
@@ -258,17 +273,21 @@ class JudgeClient:
     def _reply_for(
         self, body: dict[str, Any], judge_version: str, sample_index: int, attempts: list[Attempt],
         tokens: Callable[[], TokenEstimate] = lambda: NO_ESTIMATE,
-    ) -> JudgeReply:
-        key = request_key(body, judge_version, sample_index)
+    ) -> tuple[JudgeReply, JudgeReply]:
+        """(the reply to score, the reply to record): the same object unless the reply as received quotes a
+        credential. The cache keeps the recorded one."""
+        key = self.request_key(body, judge_version, sample_index)
         if self._cache is not None:
             cached = self._cache.get(key)
             if cached is not None:
                 attempts.append(Attempt("cache_hit", 0.0, sample_index))
-                return cached
+                return cached, cached
+            self.served.before_asking(self._cache, body, judge_version, sample_index)
         reply = self._request_with_retries(body, sample_index, attempts, tokens)
+        recorded = self._redactor.reply(reply)
         if self._cache is not None:
-            self._cache.put(key, judge_version, reply)
-        return reply
+            self._cache.put(key, judge_version, recorded)
+        return reply, recorded
 
     def _request_with_retries(
         self, body: dict[str, Any], sample_index: int, attempts: list[Attempt],
@@ -362,12 +381,6 @@ class JudgeClient:
             # text belongs): as retryable as a truncated body, and never an exception that ends the run.
             detail = f"malformed chat completion: {type(error).__name__}: {str(error)[:200]}"
             raise TransportError("bad_response", detail) from None
-        if reply.content is not None and self.redact(reply.content) != reply.content:
-            # A server that echoes the key must not get it into parsers, caches or results. Its logprob
-            # tokens spell the same text, key included, so they go too.
-            reply = replace(reply, content=self.redact(reply.content), logprobs=None)
-        if reply.refusal is not None and self.redact(reply.refusal) != reply.refusal:
-            reply = replace(reply, refusal=self.redact(reply.refusal))
         try:
             limits = read_rate_limit_headers(response.headers)
         except RateLimitHeaderError as error:
@@ -376,10 +389,102 @@ class JudgeClient:
 
 
 def redact_secret(text: str, secret: str | None) -> str:
-    """`text` with every occurrence of `secret` (an API key a server may echo back) replaced."""
-    if secret and len(secret) >= 4 and secret in text:
-        text = text.replace(secret, "[REDACTED]")
-    return text
+    """`text` with every occurrence of `secret` (an API key a server may echo back) replaced, if it
+    `looks_like_secret` (a placeholder such as `none` or `EMPTY` rewrites nothing)."""
+    return Redactor([(secret, REDACTED)] if secret and looks_like_secret(secret) else [])(text)
+
+
+class Redactor:
+    """Takes a configuration's credentials (`JudgeConfig.redactions`) out of what is stored or printed.
+
+    Only ever applied to copies that are recorded: a reply is scored as received. For a reply, the logprob
+    tokens are re-spelled so that they still spell the redacted text (the token holding the start of a
+    credential carries the replacement, tokens wholly inside it become empty), with every logprob kept: a
+    rerun that scores the cached copy gets the same expected values."""
+
+    def __init__(self, redactions: Iterable[tuple[str | None, str]]):
+        self._replacements = {needle: replacement for needle, replacement in redactions if needle}
+        needles = sorted(self._replacements, key=len, reverse=True)  # the longest match wins at a position
+        self._pattern = re.compile("|".join(map(re.escape, needles))) if needles else None
+
+    @classmethod
+    def for_config(cls, config: JudgeConfig) -> Redactor:
+        return cls(config.redactions)
+
+    def __call__(self, text: str) -> str:
+        if self._pattern is None or not self._pattern.search(text):
+            return text
+        return self._pattern.sub(lambda found: self._replacements[found.group()], text)
+
+    def reply(self, reply: JudgeReply) -> JudgeReply:
+        """The copy of `reply` to record: `reply` itself when it quotes no credential."""
+        if self._pattern is None:
+            return reply
+        changes: dict[str, Any] = {}
+        for name in ("content", "refusal", "model"):
+            value = getattr(reply, name)
+            if value is not None and self(value) != value:
+                changes[name] = self(value)
+        if reply.logprobs is not None:
+            tokens = self._tokens(reply.logprobs)
+            if tokens is not reply.logprobs:
+                changes["logprobs"] = tokens
+        return replace(reply, **changes) if changes else reply
+
+    def value(self, value: Any) -> Any:
+        """`value` (a parsed judgment, a failure's data) with every string in it redacted; numbers untouched.
+        Walks dataclasses, mappings, tuples and lists; returns `value` itself when nothing changed."""
+        if isinstance(value, str):
+            redacted = self(value)
+            return value if redacted == value else redacted
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            changed = {}
+            for found in dataclasses.fields(value):
+                if found.init:
+                    old = getattr(value, found.name)
+                    new = self.value(old)
+                    if new is not old:
+                        changed[found.name] = new
+            return replace(value, **changed) if changed else value
+        if isinstance(value, Mapping):
+            items = {key: self.value(item) for key, item in value.items()}
+            return items if any(items[key] is not item for key, item in value.items()) else value
+        if isinstance(value, (tuple, list)):
+            items = [self.value(item) for item in value]
+            return type(value)(items) if any(new is not old for new, old in zip(items, value)) else value
+        return value
+
+    def _tokens(self, tokens: tuple[TokenLogprob, ...]) -> tuple[TokenLogprob, ...]:
+        assert self._pattern is not None
+        text = "".join(token.token for token in tokens)
+        alternatives = "\x00".join(alt for token in tokens for alt, _ in token.top)
+        if not self._pattern.search(text) and not self._pattern.search(alternatives):
+            return tokens
+        spans = [(found.start(), found.end(), self._replacements[found.group()]) for found in self._pattern.finditer(text)]
+        redacted = self(text)
+
+        def moved(offset: int) -> int:  # where a token boundary lands in the redacted text
+            shift = 0
+            for start, end, replacement in spans:
+                if end <= offset:
+                    shift += len(replacement) - (end - start)
+                elif start < offset:  # inside a credential: the boundary moves past its replacement
+                    return start + shift + len(replacement)
+                else:
+                    break
+            return offset + shift
+
+        bounds = [0]
+        for token in tokens:
+            bounds.append(bounds[-1] + len(token.token))
+        moved_bounds = [moved(offset) for offset in bounds]
+        respelled = []
+        for index, token in enumerate(tokens):
+            spelled = redacted[moved_bounds[index] : moved_bounds[index + 1]]
+            # The token's own entry among its alternatives is spelled as the token now is.
+            top = tuple((spelled if alt == token.token else self(alt), logprob) for alt, logprob in token.top)
+            respelled.append(token if spelled == token.token and top == token.top else TokenLogprob(spelled, token.logprob, top))
+        return tuple(respelled)
 
 
 def _short(error: openai.APIStatusError) -> str:

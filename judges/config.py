@@ -17,13 +17,20 @@ import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal, Mapping
-from urllib.parse import urlparse
+from urllib.parse import parse_qsl, urlencode, urlparse, urlsplit, urlunsplit
 
 ApiType = Literal["openai", "azure"]
 
 DEFAULT_AZURE_API_VERSION = "2024-10-21"
 # Servers on this machine (llama.cpp, vLLM, the test server) accept any key; OpenAI and Azure do not.
 LOOPBACK_HOSTS = {"127.0.0.1", "localhost", "::1", "0.0.0.0"}
+# A query parameter whose name holds one of these carries a credential (`?api-key=`, `?key=`, `?token=`,
+# `?sig=`): it is left out wherever an endpoint is shown. Others (Azure's `api-version`) are kept.
+CREDENTIAL_PARAM_WORDS = ("key", "token", "secret", "pass", "pwd", "auth", "sig", "credential", "session")
+# What a credential must look like before any text is rewritten for it (see `looks_like_secret`).
+REDACTED = "[REDACTED]"
+MIN_SECRET_LENGTH = 16
+MIN_SECRET_LENGTH_WITH_DIGIT = 8
 
 
 class ConfigError(ValueError):
@@ -34,9 +41,10 @@ class ConfigError(ValueError):
 class JudgeConfig:
     model: str | None = None
     api_type: ApiType = "openai"
-    base_url: str | None = None
+    # Not in repr: a URL may carry credentials (`http://user:pass@proxy/v1`); `endpoint_label` is the safe form.
+    base_url: str | None = field(default=None, repr=False)
     api_key: str | None = field(default=None, repr=False)
-    azure_endpoint: str | None = None
+    azure_endpoint: str | None = field(default=None, repr=False)
     api_version: str | None = None
     timeout: float = 60.0
     # Transport attempts per request (429/5xx/timeouts/connection errors), the first included.
@@ -115,10 +123,24 @@ class JudgeConfig:
 
     @property
     def endpoint_label(self) -> str:
-        """Where requests go, for logs and result metadata (never includes the key)."""
+        """Where requests go, for logs, messages and result metadata: never the key, nor credentials the URL
+        carries (userinfo, `?api-key=`-style parameters; see `public_url`)."""
         if self.api_type == "azure":
-            return f"azure:{self.azure_endpoint}"
-        return self.base_url or "https://api.openai.com/v1"
+            return f"azure:{public_url(self.azure_endpoint or '')}"
+        return public_url(self.base_url or "https://api.openai.com/v1")
+
+    @property
+    def redactions(self) -> tuple[tuple[str, str], ...]:
+        """(text, replacement) for every credential this configuration holds, for whatever capjudge stores or
+        prints: a URL's userinfo and credential parameters wherever they are quoted (distinctive enough to
+        remove at any length), and each credential on its own where it `looks_like_secret`."""
+        found: list[tuple[str, str]] = []
+        for url in (self.base_url, self.azure_endpoint):
+            if url:
+                found.extend(url_redactions(url))
+        if looks_like_secret(self.api_key):
+            found.append((str(self.api_key), REDACTED))
+        return tuple(found)
 
     def validate(self) -> None:
         if self.max_concurrency < 1:
@@ -150,6 +172,52 @@ def configured_model(env: Mapping[str, str] | None = None) -> str | None:
     or None for each judge's published model. One place, so `render` and a real run never disagree."""
     env = os.environ if env is None else env
     return env.get("MODEL_VERSION") or env.get("CAPJUDGE_JUDGE_MODEL") or None
+
+
+def public_url(url: str) -> str:
+    """`url` as it may be shown or recorded: no userinfo (`user:pass@`), no credential query parameters."""
+    parts = urlsplit(url)
+    if not parts.netloc:
+        return url
+    host = parts.netloc.rpartition("@")[2]
+    query = urlencode([(name, value) for name, value in parse_qsl(parts.query, keep_blank_values=True)
+                       if not _is_credential_param(name)])
+    return urlunsplit((parts.scheme, host, parts.path, query, parts.fragment))
+
+
+def url_redactions(url: str) -> list[tuple[str, str]]:
+    """(text, replacement) for the credentials `url` carries: its userinfo (`user:pass@`, removed), each
+    credential parameter (`api-key=...`, value replaced), and each credential value on its own where it
+    `looks_like_secret`."""
+    parts = urlsplit(url)
+    found: list[tuple[str, str]] = []
+    userinfo, at, _ = parts.netloc.rpartition("@")
+    if at:
+        found.append((userinfo + at, ""))
+    for piece in parts.query.split("&"):
+        name, equals, value = piece.partition("=")
+        if equals and value and _is_credential_param(name):
+            found.append((piece, f"{name}={REDACTED}"))
+    values = [parts.username, parts.password] + [v for n, v in parse_qsl(parts.query) if _is_credential_param(n)]
+    found += [(value, REDACTED) for value in values if looks_like_secret(value)]
+    return found
+
+
+def _is_credential_param(name: str) -> bool:
+    return any(word in name.lower() for word in CREDENTIAL_PARAM_WORDS)
+
+
+def looks_like_secret(text: str | None) -> bool:
+    """Whether `text`, a configured credential, is worth rewriting other text for wherever it appears.
+
+    Real keys are long random strings (OpenAI `sk-...` 50+ characters, Azure 32 hex digits). Local servers take
+    any key, and placeholders are common (`none`, `EMPTY` for vLLM, `not-needed`): redacting those would rewrite
+    every judge reply that happens to contain the word. So a credential counts when it has at least
+    `MIN_SECRET_LENGTH` characters, or at least `MIN_SECRET_LENGTH_WITH_DIGIT` with a digit in it (words have
+    none); shorter ones are not rewritten anywhere (they are still never written out by capjudge itself)."""
+    if not text:
+        return False
+    return len(text) >= MIN_SECRET_LENGTH or (len(text) >= MIN_SECRET_LENGTH_WITH_DIGIT and any(c.isdigit() for c in text))
 
 
 def normalise_base_url(url: str) -> str:

@@ -5,9 +5,11 @@ and supervises it (`local_server`).
 
 from __future__ import annotations
 
+import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 
 HOST = "127.0.0.1"
@@ -105,6 +107,19 @@ class ServeOptions:
         """The model name the server lists; clients may send any name (the server serves its one model)."""
         return self.alias or resolved_model.name.removesuffix(".gguf")
 
+    def served_identity(self, resolved_model: Path) -> dict[str, Any]:
+        """What the server reports about the model it serves (the `meta` of its GET /v1/models entry): the
+        sha256 of the weights (and of the vision projector), and a chat format given by hand. The name alone
+        cannot tell two GGUFs apart: the client keys its reply cache by this (capjudge.judges.cache), so two
+        models served in turn under one name never share replies. Hashing reads the file once (~1 s per GB),
+        which the model load then finds in the page cache."""
+        identity: dict[str, Any] = {"gguf_sha256": file_sha256(resolved_model)}
+        if self.mmproj_path is not None:
+            identity["mmproj_sha256"] = file_sha256(self.mmproj_path)
+        if self.chat_format is not None:
+            identity["chat_format"] = self.chat_format
+        return identity
+
     def to_args(self) -> list[str]:
         """The same options as `serve-local` arguments, for the subprocess."""
         args = ["--port", str(self.port), "--n-ctx", str(self.n_ctx)]
@@ -115,6 +130,11 @@ class ServeOptions:
             if value is not None:
                 args += [flag, str(value)]
         return args
+
+
+def file_sha256(path: str | os.PathLike[str]) -> str:
+    with open(path, "rb") as file:
+        return hashlib.file_digest(file, "sha256").hexdigest()
 
 
 # ------------------------------------------------------------------------------------------------------------

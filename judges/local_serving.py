@@ -210,8 +210,9 @@ def _settings_classes() -> tuple[type, type]:
     return ArgumentServerSettings, ArgumentModelSettings
 
 
-def build_app(options: ServeOptions, model_path: Path) -> Any:
-    """llama-cpp-python's FastAPI app for one model (loads the weights)."""
+def build_app(options: ServeOptions, model_path: Path, identity: Mapping[str, Any] | None = None) -> Any:
+    """llama-cpp-python's FastAPI app for one model (loads the weights), as an ASGI app; with `identity`, GET
+    /v1/models reports it as the model's `meta`."""
     from llama_cpp.server.app import create_app
 
     server_settings_cls, model_settings_cls = _settings_classes()
@@ -235,7 +236,28 @@ def build_app(options: ServeOptions, model_path: Path) -> Any:
     server_settings = server_settings_cls(host=HOST, port=options.port, api_key=None, interrupt_requests=False)
     # create_app would let a CONFIG_FILE in the environment replace both settings; this process serves ours.
     os.environ.pop("CONFIG_FILE", None)
-    return create_app(server_settings=server_settings, model_settings=[model_settings_cls(**model_settings)])
+    app = create_app(server_settings=server_settings, model_settings=[model_settings_cls(**model_settings)])
+    return app if identity is None else _listing_model_with_identity(app, options.model_alias(model_path), identity)
+
+
+def _listing_model_with_identity(app: Any, alias: str, identity: Mapping[str, Any]) -> Any:
+    """`app`, except that GET /v1/models lists the model with `meta`: what tells it from another model served
+    under the same name. llama-cpp-python's own listing cannot carry it (its response model keeps only
+    id/object/owned_by), and its routes are FastAPI internals; a plain ASGI wrapper answers this one path."""
+    listing = json.dumps({
+        "object": "list",
+        "data": [{"id": alias, "object": "model", "owned_by": "me", "permissions": [], "meta": dict(identity)}],
+    }).encode("utf-8")
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(listing)).encode("ascii"))]
+
+    async def serve_listing_or_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["method"] == "GET" and scope["path"].rstrip("/") == "/v1/models":
+            await send({"type": "http.response.start", "status": 200, "headers": headers})
+            await send({"type": "http.response.body", "body": listing})
+            return
+        await app(scope, receive, send)
+
+    return serve_listing_or_app
 
 
 def serve(
@@ -266,7 +288,7 @@ def serve(
     listener.listen(64)
     port = listener.getsockname()[1]
     try:
-        app = build_app(options, model_path)
+        app = build_app(options, model_path, options.served_identity(model_path))
     except ValueError as error:  # llama-cpp-python's "Failed to load model from file: ..."
         listener.close()
         raise LocalServerError(f"cannot load {model_path}: {error}") from None

@@ -6,8 +6,10 @@
     either form: [--plot DIR]  scatter plots, a tau-b chart (PNG) and correlation.html showing them
 
 Heavy imports (numpy, scipy, pycocoevalcap) happen inside the handler so that other subcommands start fast.
-Exit codes: 0 success, 1 the data could not be used (message names the line or item) or the --plot directory
-cannot be written, 2 wrong arguments.
+Exit codes: 0 success; 2 bad input, in one line naming the flag, or the file, line and field: wrong arguments,
+data that cannot be used (a score that is not a finite number of plausible size, a --judge or --human field
+no line has), an --output or --plot path that cannot be written; 1 the classic baselines cannot run here.
+--output and --plot create missing folders; the report is written whole or not at all.
 """
 
 from __future__ import annotations
@@ -15,7 +17,9 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import os
 import sys
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +27,7 @@ from typing import Any
 
 from capjudge.metrics.jsonl import numbered_objects
 
-EXIT_OK, EXIT_DATA_ERROR, EXIT_USAGE = 0, 1, 2
+EXIT_OK, EXIT_UNAVAILABLE, EXIT_BAD_INPUT = 0, 1, 2
 
 
 class CorrelateInputError(ValueError):
@@ -80,21 +84,24 @@ def handle_correlate(args: argparse.Namespace) -> int:
     usage_problem = _usage_problem(args)
     if usage_problem:
         print(f"capjudge correlate: {usage_problem}", file=sys.stderr)
-        return EXIT_USAGE
+        return EXIT_BAD_INPUT
 
     from capjudge.metrics.baselines import BaselineUnavailable
     from capjudge.metrics.correlation import BootstrapSettings, HumanScoreError
     from capjudge.metrics.msvd_eval import MsvdEvalError
     from capjudge.metrics.report import build_report, report_to_json, report_to_markdown
 
-    if args.plot:  # before the work, which can take a while, so an unusable directory fails at once
-        from capjudge.metrics.correlation_plots import PlotDirectoryError, prepare_plot_dir
+    # Before the work, which can take a while, so an unusable --output or --plot fails at once.
+    try:
+        if args.output:
+            prepare_output_file(args.output)
+        if args.plot:
+            from capjudge.metrics.correlation_plots import prepare_plot_dir
 
-        try:
             prepare_plot_dir(args.plot)
-        except PlotDirectoryError as error:
-            print(f"capjudge correlate: {error}", file=sys.stderr)
-            return EXIT_DATA_ERROR
+    except (CorrelateInputError, OSError) as error:
+        print(f"capjudge correlate: {error}", file=sys.stderr)
+        return EXIT_BAD_INPUT
 
     settings = BootstrapSettings(n_resamples=args.bootstrap, seed=args.seed, confidence=args.confidence, ci_method=args.ci_method)
     try:
@@ -108,22 +115,59 @@ def handle_correlate(args: argparse.Namespace) -> int:
         )
     except (CorrelateInputError, HumanScoreError, MsvdEvalError, OSError, ValueError) as error:
         print(f"capjudge correlate: {error}", file=sys.stderr)
-        return EXIT_DATA_ERROR
+        return EXIT_BAD_INPUT
     except BaselineUnavailable as error:
         print(f"capjudge correlate: baselines unavailable: {error}", file=sys.stderr)
-        return EXIT_DATA_ERROR
+        return EXIT_UNAVAILABLE
+    for judge in scored.judges:
+        if all(score is None for score in scored.scorers[judge]):
+            print(f"capjudge correlate: --judge {judge}: no item has a score (all null or NaN), so its coefficients "
+                  "are undefined", file=sys.stderr)
 
     if args.format == "json":
         text = json.dumps(report_to_json(report), indent=2, allow_nan=False) + "\n"
     else:
         text = report_to_markdown(report, title)
     if args.output:
-        Path(args.output).write_text(text, encoding="utf-8")
+        try:
+            write_file_whole(args.output, text)
+        except OSError as error:
+            print(f"capjudge correlate: --output {args.output}: cannot write it ({error.strerror or error})",
+                  file=sys.stderr)
+            return EXIT_BAD_INPUT
     else:
         sys.stdout.write(text)
     if args.plot:
         return _write_plots(args.plot, report, scored, title)
     return EXIT_OK
+
+
+def prepare_output_file(path: str | Path) -> Path:
+    """Create --output's folder (as lmms-eval does its output folders) and prove a file can be written there;
+    a path that is a folder, or under a file, is a CorrelateInputError naming it."""
+    target = Path(path)
+    if target.is_dir():
+        raise CorrelateInputError(f"--output {path}: is a folder; give a file name")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=target.parent, prefix=f".{target.name}.", suffix=".probe"):
+            pass
+    except OSError as error:
+        raise CorrelateInputError(f"--output {path}: cannot write there ({error.strerror or error})") from None
+    return target
+
+
+def write_file_whole(path: str | Path, text: str) -> None:
+    """Write beside the target, then rename over it: a reader (or a failure halfway) never sees half a report."""
+    target = Path(path)
+    handle, partial = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".partial")
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as stream:
+            stream.write(text)
+        os.replace(partial, target)
+    except BaseException:
+        Path(partial).unlink(missing_ok=True)
+        raise
 
 
 def _write_plots(directory: str, report: Any, scored: ScoredItems, title: str) -> int:
@@ -134,7 +178,7 @@ def _write_plots(directory: str, report: Any, scored: ScoredItems, title: str) -
                             item_ids=scored.item_ids, title=title)
     except OSError as error:
         print(f"capjudge correlate: --plot {directory}: {error}", file=sys.stderr)
-        return EXIT_DATA_ERROR
+        return EXIT_BAD_INPUT
     for note in files.notes:
         print(f"capjudge correlate: {note}", file=sys.stderr)
     print(f"capjudge correlate: plots in {files.html}", file=sys.stderr)
@@ -143,7 +187,9 @@ def _write_plots(directory: str, report: Any, scored: ScoredItems, title: str) -
 
 def _usage_problem(args: argparse.Namespace) -> str | None:
     if args.bootstrap < 0:
-        return "--bootstrap must be 0 or more"
+        return f"--bootstrap must be 0 or more, got {args.bootstrap}"
+    if args.seed < 0:
+        return f"--seed must be 0 or more, got {args.seed}"
     if not 0 < args.confidence < 1:
         return "--confidence must be between 0 and 1"
     if args.msvd_eval:
@@ -169,20 +215,31 @@ def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
 
 
 def _number_or_none(row: dict[str, Any], field: str, where: str) -> float | None:
-    value = row.get(field)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise CorrelateInputError(f"{where}: field {field!r} must be a number or null, got {value!r}")
-    return float(value)
+    """The field's score, None when missing (null, NaN or absent); a value that is no score is an error."""
+    import math
+
+    from capjudge.metrics.correlation import checked_score
+
+    number = checked_score(row.get(field), f"{where}, field {field!r}", CorrelateInputError)
+    return None if math.isnan(number) else number
+
+
+def _check_fields_exist(rows: list[dict[str, Any]], fields: list[str], path: str | Path) -> None:
+    """A --judge field that no line has is a misspelt flag, not a scorer without scores (null on every line)."""
+    present = {key for row in rows for key in row if key != "_line"}
+    for field in fields:
+        if field not in present:
+            known = ", ".join(sorted(present)[:12]) or "none"
+            raise CorrelateInputError(f"--judge {field}: no line of {path} has the field {field!r} (fields: {known})")
 
 
 def _jsonl_items(args: argparse.Namespace) -> ScoredItems:
-    from capjudge.metrics.correlation import HumanScoreError, as_human_matrix
+    from capjudge.metrics.correlation import HumanScoreError, ScoreValueError, as_human_matrix
 
     rows = read_jsonl(args.file)
     if not rows:
         raise CorrelateInputError(f"{args.file}: no JSON objects")
+    _check_fields_exist(rows, args.judge, args.file)
     ids = [str(row.get("id", f"line {row['_line']}")) for row in rows]
     wheres = [f"{args.file}, line {row['_line']}" for row in rows]
     scorers = {field: [_number_or_none(row, field, where) for row, where in zip(rows, wheres)] for field in args.judge}
@@ -194,6 +251,8 @@ def _jsonl_items(args: argparse.Namespace) -> ScoredItems:
             targets = {f"{args.human}[{k}]": as_human_matrix(human_values, k, wheres)[0] for k in args.human_index}
         else:
             targets = {args.human: as_human_matrix(human_values, None, wheres)[0]}
+    except ScoreValueError as error:
+        raise CorrelateInputError(str(error)) from None
     except HumanScoreError as error:
         hint = "" if args.human_index else " (give --human-index K for per-annotator lists)"
         raise CorrelateInputError(f"{error}{hint}") from error
@@ -220,7 +279,9 @@ def _comparisons(firsts: list[str], all_scorers: list[str], wanted: bool) -> lis
 def load_judge_scores(path: str | Path, known_ids: set[str], fields: list[str]) -> dict[str, dict[str, float | None]]:
     """field -> {item id -> score} from a JSONL of {"id": ..., "<field>": score}."""
     rows = read_jsonl(path)
-    if not fields:
+    if fields:
+        _check_fields_exist(rows, fields, path)
+    else:
         fields = sorted({key for row in rows for key in row if key not in ("id", "_line")})
     if not fields:
         raise CorrelateInputError(f"{path}: no score fields besides 'id'")

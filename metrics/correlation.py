@@ -12,7 +12,8 @@ Several annotators per item are handled in one of two ways, chosen per call:
   the bootstrap interval, which resamples items.
 * ``mean``: annotators' scores are averaged per item, one pair per item.
 
-Missing values (None or NaN) are dropped pairwise and counted in :class:`MissingCounts`; an undefined
+Missing values (None or NaN) are dropped pairwise and counted in :class:`MissingCounts`; a value that is no
+plausible score (not a number, infinite, beyond ±MAX_SCORE_MAGNITUDE) is an error naming the item. An undefined
 coefficient (too few pairs, a constant input) has ``value=None`` and an ``undefined_reason``, never a bare NaN.
 """
 
@@ -45,10 +46,18 @@ CiMethod = Literal["bca", "percentile"]
 DEFAULT_RESAMPLES = 1000
 DEFAULT_CONFIDENCE = 0.95
 MIN_PAIRS = 3
+# 2**53, as for run logs (capjudge.metrics.values): beyond it a float no longer holds every integer, no rating
+# or caption metric comes near it, and sums and squares over millions of items stay finite. A score past it
+# is a broken value (-1e308 turns a mean into -inf and an interval into [nan, nan]).
+MAX_SCORE_MAGNITUDE = 2.0**53
 
 
 class HumanScoreError(ValueError):
     """A human score has a shape the caller did not announce; the message names the item."""
+
+
+class ScoreValueError(HumanScoreError):
+    """A value that is no score (not a number, infinite, too large); the message names the item."""
 
 
 @dataclass(frozen=True)
@@ -136,12 +145,30 @@ class PairSet:
 # ---------------------------------------------------------------------------------------------------------
 
 
-def _as_float(value: Any, where: str) -> float:
+def checked_score(value: Any, where: str, error: type[Exception] = ScoreValueError) -> float:
+    """`value` as a score: NaN when it is missing (None or NaN), else a finite float of plausible size.
+
+    Anything else is `error` naming `where`: a non-number, an infinity, an integer too large for a float
+    (10**400 raises OverflowError in any arithmetic) or a magnitude beyond MAX_SCORE_MAGNITUDE.
+    """
     if value is None:
         return math.nan
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise HumanScoreError(f"{where}: expected a number or null, got {value!r}")
-    return float(value)
+        raise error(f"{where}: expected a number or null, got {_short_repr(value)}")
+    try:
+        number = float(value)
+    except OverflowError:
+        raise error(f"{where}: {_short_repr(value)} is too large for a floating-point number") from None
+    if math.isnan(number):
+        return math.nan
+    if not abs(number) <= MAX_SCORE_MAGNITUDE:
+        raise error(f"{where}: {number:g} is not a plausible score (beyond ±2**53); a missing score is null")
+    return number
+
+
+def _short_repr(value: Any, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
 
 
 def as_judge_vector(values: Sequence[float | None] | np.ndarray, item_ids: Sequence[str] | None = None) -> np.ndarray:
@@ -149,7 +176,7 @@ def as_judge_vector(values: Sequence[float | None] | np.ndarray, item_ids: Seque
     if isinstance(values, np.ndarray):
         return values.astype(np.float64).ravel()
     ids = _ids(item_ids, len(values))
-    return np.array([_as_float(v, f"item {ids[i]!r} judge score") for i, v in enumerate(values)], dtype=np.float64)
+    return np.array([checked_score(v, f"item {ids[i]!r} judge score") for i, v in enumerate(values)], dtype=np.float64)
 
 
 def as_human_matrix(
@@ -180,7 +207,7 @@ def as_human_matrix(
         elif index is not None and value is not None:
             raise HumanScoreError(f"{where}: an annotator index was given but the value is {value!r}, not a list")
         else:
-            rows.append([_as_float(value, where)])
+            rows.append([checked_score(value, where)])
     slots = np.array([len(r) for r in rows], dtype=np.int64)
     matrix = np.full((len(rows), max(slots, default=1) or 1), np.nan)
     for position, row in enumerate(rows):
@@ -192,14 +219,14 @@ def _annotator_score(entry: Any, index: int | None, where: str) -> float:
     if index is None:
         if isinstance(entry, (list, tuple)):
             raise HumanScoreError(f"{where}: holds a list {entry!r}; say which element to use (an annotator index)")
-        return _as_float(entry, where)
+        return checked_score(entry, where)
     if entry is None:
         return math.nan
     if not isinstance(entry, (list, tuple)):
         raise HumanScoreError(f"{where}: an annotator index was given, so each annotator needs a list, got {entry!r}")
     if not -len(entry) <= index < len(entry):
         raise HumanScoreError(f"{where}: index {index} is out of range for {entry!r}")
-    return _as_float(entry[index], where)
+    return checked_score(entry[index], where)
 
 
 def _ids(item_ids: Sequence[str] | None, n: int) -> Sequence[str]:

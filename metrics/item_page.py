@@ -43,7 +43,10 @@ def render_page(report: ItemReport, title: str = "capjudge: items and judgments"
 
 
 def write_page(report: ItemReport, out: Path) -> Path:
+    """Write the page whole or not at all (a reader never finds half a page)."""
+    from capjudge.metrics.outputs import write_replacing
+
     out.mkdir(parents=True, exist_ok=True)
     page = out / PAGE_NAME
-    page.write_text(render_page(report), encoding="utf-8")
+    write_replacing(page, render_page(report))
     return page

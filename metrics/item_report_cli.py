@@ -6,7 +6,8 @@ RUN is an lmms-eval output folder (or results JSON) written with --log_samples, 
 `NAME=RUN` names its column. Writes DIR/report.html and DIR/frames/ (the judges' visual input, re-rendered
 from the logged videos; --videos finds clips that have moved, by file name). A leaderboard row links to its
 items as report.html#task=TASK&model=MODEL.
-Exit codes: 0 written, 1 the runs cannot make a report (the message names the run), 2 wrong arguments.
+Exit codes: 0 written, 1 the runs cannot make a report (the message names the run, the file and the item),
+2 wrong arguments (an --out that is a file or cannot be written is found before any run is read).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-EXIT_OK, EXIT_DATA_ERROR = 0, 1
+EXIT_OK, EXIT_DATA_ERROR, EXIT_USAGE = 0, 1, 2
 
 
 def register(groups: Any) -> None:
@@ -34,10 +35,16 @@ def register(groups: Any) -> None:
 def handle_report(args: argparse.Namespace) -> int:
     from capjudge.metrics.item_page import write_page
     from capjudge.metrics.item_report import ReportError, build_item_report
+    from capjudge.metrics.outputs import OutputError, writable_folder
 
     if args.videos is not None and not args.videos.is_dir():
         print(f"capjudge report: --videos {args.videos}: no such folder", file=sys.stderr)
         return EXIT_DATA_ERROR
+    try:
+        writable_folder(args.out)
+    except OutputError as error:
+        print(f"capjudge report: {error}", file=sys.stderr)
+        return EXIT_USAGE
     try:
         report = build_item_report(args.runs, args.out, args.videos)
     except ReportError as error:

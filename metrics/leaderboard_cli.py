@@ -40,10 +40,12 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from capjudge.metrics.leaderboard import LeaderboardSettings, build_leaderboard
-    from capjudge.metrics.runs import LeaderboardError, read_runs
     from capjudge.metrics.leaderboard_render import write_leaderboard
+    from capjudge.metrics.outputs import OutputError, writable_folder
+    from capjudge.metrics.runs import LeaderboardError, read_runs
 
     try:
+        writable_folder(Path(args.out))  # before the runs are read and the statistics made
         settings = LeaderboardSettings(
             n_resamples=args.resamples, n_permutations=args.permutations, seed=args.seed,
             confidence=args.confidence, alpha=args.alpha,
@@ -51,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
         runs, notes = read_runs(args.runs)
         board = build_leaderboard(runs, settings, rank_by=args.rank_by, warnings=notes,
                                   report_url=_report_url(args.report_url) if args.report_url else None)
-    except (LeaderboardError, ValueError) as error:
+    except (LeaderboardError, OutputError, ValueError) as error:
         print(f"capjudge leaderboard: {error}", file=sys.stderr)
         return 2
     for warning in board.warnings:

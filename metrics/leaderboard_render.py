@@ -7,12 +7,21 @@ leaderboard.md is for people, in a terminal as much as rendered: one section per
 model names shortened (the full names listed under the table). leaderboard.csv is for programs: one row per
 model, every metric with its CI, n, replies per item, judge-noise share and test, every task's judge; it is
 as wide as it needs to be, with rates as fractions.
+
+Names are data, and both files are safe to open whatever a name holds: in leaderboard.md a name's HTML, `|`
+and `\\` are escaped and control characters (a newline) are shown as their Unicode pictures (␊), so a name
+never breaks a table or a line or becomes markup; in leaderboard.csv a text cell that
+starts with `=`, `+`, `-`, `@`, a tab or a carriage return (which a spreadsheet would run as a formula) or with
+`'` gets one more `'` in front (drop a leading `'` to get the exact text; numbers are written as numbers).
+Every file is written whole or not at all (`capjudge.metrics.outputs`).
 """
 
 from __future__ import annotations
 
 import csv
+import io
 import math
+import re
 import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -21,11 +30,23 @@ from pathlib import Path
 from capjudge.metrics.leaderboard import Leaderboard
 from capjudge.metrics.leaderboard_chart import render_chart_png
 from capjudge.metrics.leaderboard_html import render_html
-from capjudge.metrics.leaderboard_layout import Cell, DisplayColumn, TaskSection, legend, task_sections
+from capjudge.metrics.leaderboard_layout import (
+    Cell,
+    DisplayColumn,
+    TaskSection,
+    legend,
+    task_sections,
+)
+from capjudge.metrics.outputs import discard, publish_replacing, stage
 
 MARKDOWN_WIDTH = 120
 MODEL_NAME_WIDTH = 24  # longer names are shortened in the Markdown tables (see short_names)
 USAGE_FIELDS = ("requests", "prompt_tokens", "completion_tokens", "cached_items")
+# What a spreadsheet runs as a formula at the start of a cell (OWASP's list), and the apostrophe that escapes it.
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r", "'")
+# Markup in Markdown text: a `<` that opens a tag and an `&` that starts an entity (a lone `p < 0.05` is text).
+_MARKUP = re.compile(r"<(?=[A-Za-z/!?])|&(?=#?\w+;)")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 __all__ = ["LeaderboardFiles", "render_chart_png", "render_html", "render_markdown", "write_csv", "write_leaderboard"]
 
@@ -39,16 +60,23 @@ class LeaderboardFiles:
 
 
 def write_leaderboard(board: Leaderboard, out_dir: Path) -> LeaderboardFiles:
+    """Write the four files into `out_dir` (made if missing): each is rendered and written to a temporary
+    file first, and only when all four are complete are they moved into place."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     files = LeaderboardFiles(
         out_dir / "leaderboard.md", out_dir / "leaderboard.csv", out_dir / "leaderboard.html", out_dir / "leaderboard.png"
     )
     png = render_chart_png(board)
-    files.png.write_bytes(png)
-    files.markdown.write_text(render_markdown(board), encoding="utf-8")
-    write_csv(board, files.csv)
-    files.html.write_text(render_html(board, png), encoding="utf-8")
+    staged: dict[Path, Path] = {}
+    try:
+        for path, content in ((files.png, png), (files.markdown, render_markdown(board)), (files.csv, render_csv(board)),
+                              (files.html, render_html(board, png))):
+            staged[path] = stage(path, [content])
+        for path, temporary in staged.items():
+            publish_replacing(temporary, path)
+    finally:
+        discard(*staged.values())
     return files
 
 
@@ -62,7 +90,7 @@ def render_markdown(board: Leaderboard, width: int = MARKDOWN_WIDTH) -> str:
     if board.warnings:
         lines += ["## Warnings", ""]
         for warning in board.warnings:
-            lines += textwrap.wrap(f"- ⚠ {warning}", width, subsequent_indent="  ", break_on_hyphens=False)
+            lines += textwrap.wrap(f"- ⚠ {markdown_text(warning)}", width, subsequent_indent="  ", break_on_hyphens=False)
         lines.append("")
     shorts = short_names([row.name for row in board.rows])
     for section in task_sections(board):
@@ -72,15 +100,24 @@ def render_markdown(board: Leaderboard, width: int = MARKDOWN_WIDTH) -> str:
     return "\n".join(lines)
 
 
+def markdown_text(text: str) -> str:
+    """`text` (names, tasks, judges: data) as Markdown that shows it and nothing else: no tag, no entity, no
+    table cell boundary (`\\` and `|` escaped), no control character (shown as its Unicode picture, e.g. ␊
+    for a newline)."""
+    escaped = _MARKUP.sub(lambda match: "&lt;" if match.group() == "<" else "&amp;", text)
+    escaped = escaped.replace("\\", "\\\\").replace("|", "\\|")
+    return _CONTROL.sub(lambda match: chr(0x2400 + ord(match.group())) if match.group() != "\x7f" else "␡", escaped)
+
+
 def _wrapped(text: str, width: int) -> list[str]:
-    return textwrap.wrap(text, width, break_on_hyphens=False)
+    return textwrap.wrap(markdown_text(text), width, break_on_hyphens=False)
 
 
 def _section_lines(section: TaskSection, shorts: dict[str, str], width: int) -> list[str]:
     rank, model = section.keys
     model, names_note = _with_short_names(model, shorts, width)
     keys = (rank, model)
-    lines = [f"## {section.task}", ""] + _wrapped(section.caption, width) + [""]
+    lines = [f"## {markdown_text(section.task)}", ""] + _wrapped(section.caption, width) + [""]
     for chunk in _packed(keys, section.main, width):
         lines += _table(keys + tuple(chunk)) + [""]
     if section.others:
@@ -139,7 +176,7 @@ def _packed(keys: Sequence[DisplayColumn], columns: Sequence[DisplayColumn], wid
 
 
 def _escaped(cell: Cell) -> str:
-    return cell.text.replace("|", "\\|")
+    return markdown_text(cell.text)
 
 
 def _table(columns: Sequence[DisplayColumn]) -> list[str]:
@@ -152,7 +189,7 @@ def _table(columns: Sequence[DisplayColumn]) -> list[str]:
     aligns = [c.align for c in columns]
     rule = "|" + "|".join(("-" * (w + 1) + ":") if a == "right" else ("-" * (w + 2)) for w, a in zip(widths, aligns)) + "|"
     rows = [line([_escaped(c.cells[i]) for c in columns], aligns) for i in range(len(columns[0].cells))]
-    return [line([c.header for c in columns], ["left"] * len(columns)), rule, *rows]
+    return [line([_escaped(Cell(c.header)) for c in columns], ["left"] * len(columns)), rule, *rows]
 
 
 def _usage_lines(board: Leaderboard, shorts: dict[str, str], width: int) -> list[str]:
@@ -180,6 +217,10 @@ def _usage_lines(board: Leaderboard, shorts: dict[str, str], width: int) -> list
 
 
 def write_csv(board: Leaderboard, path: Path) -> None:
+    Path(path).write_text(render_csv(board), encoding="utf-8", newline="")
+
+
+def render_csv(board: Leaderboard) -> str:
     header = ["rank", "model", "results_paths"]
     for column in board.columns:
         key = column.key
@@ -192,41 +233,51 @@ def write_csv(board: Leaderboard, path: Path) -> None:
     header += [f"rank_{task}" for task in tasks] + [f"items_{task}" for task in tasks] + [f"judge_{task}" for task in tasks]
     header += [f"{name}_{task}" for task in tasks for name in USAGE_FIELDS]
     header += [f"report_url_{task}" for task in tasks]
-    with Path(path).open("w", newline="", encoding="utf-8") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(header)
-        for row in board.rows:
-            cells: list[object] = [row.rank if row.rank is not None else "", row.name, "; ".join(str(p) for p in row.results_paths)]
-            for column in board.columns:
-                estimate = row.estimates[column.key]
-                cells += [_csv_value(estimate.value), _csv_value(estimate.ci_low), _csv_value(estimate.ci_high), estimate.n,
-                          estimate.replies, _csv_value(estimate.noise_share)]
-                if column.kind == "score":
-                    comparison = row.comparison_for(column)
-                    cells += [
-                        _csv_value(comparison.difference if comparison else None),
-                        _csv_value(comparison.ci_low if comparison else None),
-                        _csv_value(comparison.ci_high if comparison else None),
-                        _csv_value(comparison.p_value if comparison else None),
-                        _csv_value(comparison.p_adjusted if comparison else None),
-                        "" if comparison is None or comparison.significant is None else str(comparison.significant).lower(),
-                    ]
-            cells += [
-                board.rank_column.key if board.rank_column else "",
-                board.top(board.rank_column) or "" if board.rank_column else "",
-                "paired permutation (sign-flip), Holm-corrected",
-            ]
-            cells += [_blank_if_none(row.task_ranks.get(task)) for task in tasks]
-            cells += [_blank_if_none(row.n_items.get(task)) for task in tasks]
-            cells += ["; ".join(row.judges.get(task, ())) for task in tasks]
-            cells += [row.usage.get(task, {}).get(name, "") for task in tasks for name in USAGE_FIELDS]
-            cells += [row.report_urls.get(task, "") for task in tasks]
-            writer.writerow(cells)
+    handle = io.StringIO(newline="")
+    writer = csv.writer(handle)
+    writer.writerow([_csv_text(cell) for cell in header])
+    for row in board.rows:
+        cells: list[object] = [row.rank if row.rank is not None else "", row.name, "; ".join(str(p) for p in row.results_paths)]
+        for column in board.columns:
+            estimate = row.estimates[column.key]
+            cells += [_csv_value(estimate.value), _csv_value(estimate.ci_low), _csv_value(estimate.ci_high), estimate.n,
+                      estimate.replies, _csv_value(estimate.noise_share)]
+            if column.kind == "score":
+                comparison = row.comparison_for(column)
+                cells += [
+                    _csv_value(comparison.difference if comparison else None),
+                    _csv_value(comparison.ci_low if comparison else None),
+                    _csv_value(comparison.ci_high if comparison else None),
+                    _csv_value(comparison.p_value if comparison else None),
+                    _csv_value(comparison.p_adjusted if comparison else None),
+                    "" if comparison is None or comparison.significant is None else str(comparison.significant).lower(),
+                ]
+        cells += [
+            board.rank_column.key if board.rank_column else "",
+            board.top(board.rank_column) or "" if board.rank_column else "",
+            "paired permutation (sign-flip), Holm-corrected",
+        ]
+        cells += [_blank_if_none(row.task_ranks.get(task)) for task in tasks]
+        cells += [_blank_if_none(row.n_items.get(task)) for task in tasks]
+        cells += ["; ".join(row.judges.get(task, ())) for task in tasks]
+        cells += [row.usage.get(task, {}).get(name, "") for task in tasks for name in USAGE_FIELDS]
+        cells += [row.report_urls.get(task, "") for task in tasks]
+        writer.writerow([_csv_text(cell) for cell in cells])
+    return handle.getvalue()
 
 
 def _blank_if_none(value: object) -> object:
     return "" if value is None else value
 
 
-def _csv_value(value: float | None) -> str:
-    return "" if value is None or (isinstance(value, float) and math.isnan(value)) else repr(float(value))
+def _csv_value(value: float | None) -> float | str:
+    """A number as a number (the CSV writer spells it as repr does); none as an empty cell."""
+    return "" if value is None or (isinstance(value, float) and math.isnan(value)) else float(value)
+
+
+def _csv_text(cell: object) -> object:
+    """A text cell a spreadsheet would run as a formula gets a leading `'` (so does one starting with `'`, so
+    that dropping one leading `'` always gives the exact text back); numbers stay numbers."""
+    if isinstance(cell, str) and cell.startswith(_FORMULA_START):
+        return "'" + cell
+    return cell

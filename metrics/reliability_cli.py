@@ -7,7 +7,9 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -36,30 +38,17 @@ def register(groups: Any) -> None:
 
 
 def _agreement(args: argparse.Namespace) -> int:
-    import numpy as np
-
     from capjudge.metrics.reliability import ReliabilityError, judge_agreement
-    from capjudge.metrics.runs import LeaderboardError, read_runs
+    from capjudge.metrics.runs import LeaderboardError
 
+    problem = _resampling_problem(args)
+    if problem:
+        print(f"capjudge agreement: {problem}", file=sys.stderr)
+        return 2
     try:
-        sides = []
-        higher = True
-        for folder in (args.first, args.second):
-            runs, _ = read_runs([str(folder)])
-            per_model = {}
-            for run in runs:
-                task = run.tasks.get(args.task)
-                if task is None or not task.has_samples:
-                    continue
-                if args.metric not in task.values:
-                    raise ReliabilityError(f"{folder}: {run.name} has no per-item metric {args.metric!r}")
-                higher = task.higher_is_better.get(args.metric, True)
-                per_model[run.name] = {key: float(value) for key, value in zip(task.item_keys or (), task.values[args.metric])
-                                       if np.isfinite(value)}
-            if not per_model:
-                raise ReliabilityError(f"{folder}: no run of task {args.task!r} with per-item samples (--log_samples)")
-            sides.append(per_model)
-        result = judge_agreement(sides[0], sides[1], args.metric, higher_is_better=higher,
+        sides = [_judged_values(folder, args.task, args.metric) for folder in (args.first, args.second)]
+        result = judge_agreement(sides[0].per_model, sides[1].per_model, args.metric,
+                                 higher_is_better=sides[1].higher_is_better,
                                  n_resamples=args.resamples, seed=args.seed)
     except (ReliabilityError, LeaderboardError) as error:
         print(f"capjudge agreement: {error}", file=sys.stderr)
@@ -73,7 +62,57 @@ def _agreement(args: argparse.Namespace) -> int:
     change = "CHANGES" if result.ranking_changes else "is the same"
     print(f"\nModel ranking {change}: first judge {' > '.join(result.first_ranking)}; "
           f"second judge {' > '.join(result.second_ranking)}")
+    left_out = [note for side in sides for note in side.left_out]
+    if left_out:
+        print("\nLeft out (no value of the metric: unjudged): " + "; ".join(left_out) + ".")
     return 0
+
+
+@dataclass(frozen=True)
+class JudgedValues:
+    """One side of `capjudge agreement`: model -> item -> the metric's value, and what was left out."""
+
+    per_model: dict[str, dict[str, float]]
+    higher_is_better: bool
+    left_out: tuple[str, ...]  # "<samples file>: k of n items" per run with items without a value
+
+
+def _judged_values(folder: Path, task_name: str, metric: str) -> JudgedValues:
+    """Every run's per-item values under `folder`. An item without a value (logged null: unjudged) is left out
+    and counted; a run with no value at all is an error naming its samples file. A value that is no number
+    (text, NaN, 10**400, -1e308) is refused by `read_runs`, naming the file, line and item."""
+    from capjudge.metrics.reliability import ReliabilityError
+    from capjudge.metrics.runs import read_runs
+
+    runs, _ = read_runs([str(folder)])
+    per_model: dict[str, dict[str, float]] = {}
+    higher, left_out = True, []
+    for run in runs:
+        task = run.tasks.get(task_name)
+        if task is None or not task.has_samples:
+            continue
+        if metric not in task.values:
+            raise ReliabilityError(f"{folder}: {run.name} has no per-item metric {metric!r}")
+        higher = task.higher_is_better.get(metric, True)
+        values = dict(zip(task.item_keys or (), (float(v) for v in task.values[metric])))
+        judged = {key: value for key, value in values.items() if math.isfinite(value)}
+        if not judged:
+            raise ReliabilityError(f"{task.samples_path}: no item has a value of {metric!r} (all {len(values)} "
+                                   "unjudged): nothing to compare")
+        if len(judged) < len(values):
+            left_out.append(f"{task.samples_path}: {len(values) - len(judged)} of {len(values)} items")
+        per_model[run.name] = judged
+    if not per_model:
+        raise ReliabilityError(f"{folder}: no run of task {task_name!r} with per-item samples (--log_samples)")
+    return JudgedValues(per_model, higher, tuple(left_out))
+
+
+def _resampling_problem(args: argparse.Namespace) -> str | None:
+    """--resamples and --seed name themselves when negative (numpy's own error would name neither)."""
+    for flag, value in (("--resamples", args.resamples), ("--seed", args.seed)):
+        if value < 0:
+            return f"{flag} must be 0 or more, got {value}"
+    return None
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -81,6 +120,10 @@ def _run(args: argparse.Namespace) -> int:
     from capjudge.metrics.reliability import ReliabilityError, retest_statistics, sample_matrix
     from capjudge.metrics.runs import LeaderboardError, find_results_files
 
+    problem = _resampling_problem(args)
+    if problem:
+        print(f"capjudge reliability: {problem}", file=sys.stderr)
+        return 2
     try:
         found = []
         for results in find_results_files(args.run):

@@ -11,9 +11,17 @@ item's value is read from the samples line under the metric's name. A value is
 - a dict: its `score` field (the task's lmms-eval `score_key`), else `value`. A metric with no per-item
   number at all (a corpus-level one, such as a correlation) shows lmms-eval's aggregate, without a CI.
 
+Anything else where a number belongs (a string, NaN, an infinity, `10**400`, `-1e308`: see
+`capjudge.metrics.values`) is refused, naming the file, the line, the item and the metric: a model is never
+ranked on a log it cannot be ranked on.
+
 Items are identified across runs by the logged record's `item_id` if the task logs one, else by lmms-eval's
 `doc_id` together with the logged `target` (lmms-eval's own `doc_hash` is the same for every line in 0.7.x,
 so it identifies nothing). Runs on different data therefore show up as different item sets.
+
+A run's name is data: `capjudge judge` records it whole (`config.model_name`), so a name with a comma, a
+slash or a newline comes back exactly as it was given. When one model's runs hold the same task twice, the
+run started last is used (see `run_start`).
 """
 
 from __future__ import annotations
@@ -23,12 +31,13 @@ import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
-
-from capjudge.metrics.jsonl import read_objects
+from capjudge.metrics.jsonl import numbered_objects, read_json
+from capjudge.metrics.values import NotANumber, item_number
 
 # Fields every lmms-eval samples line has; whatever else a line holds came from the task's process_results.
 _LMMS_SAMPLE_FIELDS = frozenset(
@@ -41,6 +50,14 @@ RECORD_FIELD = "judged"
 ITEM_ID_FIELD = "item_id"
 JUDGE_FIELD = "judge"
 _RESULTS_SUFFIX = "_results.json"
+# What `capjudge judge` records in its results file: the run's exact name, and the instant it started (ISO 8601
+# with its UTC offset). lmms-eval records its start as `date`, a `%Y%m%d_%H%M%S` stamp in the time zone of its
+# `--timezone` option (default Asia/Singapore), kept in `config.resolved_cli_args.timezone`.
+RUN_NAME_FIELD = "model_name"
+STARTED_FIELD = "started_at"
+LMMS_EVAL_STAMP = "%Y%m%d_%H%M%S"
+LMMS_EVAL_DEFAULT_TIMEZONE = "Asia/Singapore"
+_YEAR_3000 = 32_503_680_000  # seconds since the epoch: a `date` number beyond it is not an instant
 
 
 class LeaderboardError(ValueError):
@@ -122,6 +139,9 @@ class Run:
     model_args: str
     date: str  # of the newest results file
     tasks: Mapping[str, TaskRun]
+    # When the newest run started (seconds since the epoch), and how that is known (see `run_start`).
+    started: float = 0.0
+    started_from: str = ""
 
     @property
     def results_path(self) -> Path:
@@ -152,8 +172,9 @@ def read_runs(arguments: Sequence[str]) -> tuple[list[Run], list[str]]:
     """Every model named by the arguments, and warnings.
 
     Results files with the same model name are merged into one row, because a model is often run one task
-    at a time. When two of them hold the same task, the newer (by lmms-eval's date stamp) wins, with a
-    warning naming the file left out.
+    at a time. When two of them hold the same task, the run started last wins (from the instant each run
+    records, `run_start`; files started in the same second are ordered by path), with a warning naming the
+    run used, the run left out and when each started.
     """
     runs: list[Run] = []
     for argument in arguments:
@@ -164,39 +185,85 @@ def read_runs(arguments: Sequence[str]) -> tuple[list[Run], list[str]]:
         runs.extend(read_run(file, name=name) for file in files)
     warnings: list[str] = []
     merged: dict[str, Run] = {}
-    for run in sorted(runs, key=lambda r: r.date):
-        earlier = merged.get(run.name)
-        if earlier is None:
-            merged[run.name] = run
-            continue
-        for task in sorted(set(earlier.tasks) & set(run.tasks)):
-            warnings.append(f"{run.name}: {task} was run more than once; using {run.results_path}, not {_source_of(earlier, task)}")
-        merged[run.name] = Run(
+    used: dict[tuple[str, str], Run] = {}  # (name, task) -> the run whose task is used so far
+    for run in sorted(runs, key=lambda r: (r.started, str(r.results_path))):
+        for task in run.tasks:
+            earlier = used.get((run.name, task))
+            if earlier is not None:
+                warnings.append(
+                    f"{run.name}: {task} was run more than once; using {run.results_path} ({_start_note(run)}), "
+                    f"not {earlier.results_path} ({_start_note(earlier)}): the run started last is used"
+                )
+            used[(run.name, task)] = run
+        earlier_run = merged.get(run.name)
+        merged[run.name] = run if earlier_run is None else Run(
             name=run.name,
-            results_paths=earlier.results_paths + run.results_paths,
+            results_paths=earlier_run.results_paths + run.results_paths,
             model=run.model,
             model_args=run.model_args,
             date=run.date,
-            tasks={**earlier.tasks, **run.tasks},
+            tasks={**earlier_run.tasks, **run.tasks},
+            started=run.started,
+            started_from=run.started_from,
         )
     order = list(dict.fromkeys(run.name for run in runs))
     return [merged[name] for name in order], warnings
 
 
-def _source_of(run: Run, task: str) -> Path:
-    samples = run.tasks[task].samples_path
-    return samples.parent if samples is not None else run.results_path
+def _start_note(run: Run) -> str:
+    instant = datetime.fromtimestamp(run.started, timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return f"started {instant} by {run.started_from}"
+
+
+def run_start(results: Mapping[str, Any], results_path: Path) -> tuple[float, str]:
+    """When the run started, as seconds since the epoch, and how that is known.
+
+    File names cannot say: lmms-eval stamps them in its `--timezone` (UTC+8 by default), `capjudge judge` in
+    local time (before it recorded `started_at`). So: `started_at` (capjudge judge: ISO 8601 with its
+    offset); else lmms-eval's `date` stamp read in its recorded time zone (`config.resolved_cli_args.timezone`,
+    lmms-eval's default when a file of lmms-eval's own does not record one) or an epoch number; else, for a
+    file that records no start, the file's modification time."""
+    recorded = results.get(STARTED_FIELD)
+    if isinstance(recorded, str):
+        try:
+            instant = datetime.fromisoformat(recorded)
+        except ValueError:
+            instant = None
+        if instant is not None and instant.tzinfo is not None:
+            return instant.timestamp(), f"its {STARTED_FIELD}"
+    stamp = results.get("date")
+    if isinstance(stamp, (int, float)) and not isinstance(stamp, bool) and 0 <= stamp < _YEAR_3000:
+        return float(stamp), "its date in seconds since the epoch"
+    zone = _lmms_eval_timezone(results)
+    if isinstance(stamp, str) and zone is not None:
+        try:
+            from zoneinfo import ZoneInfo
+
+            instant = datetime.strptime(stamp, LMMS_EVAL_STAMP).replace(tzinfo=ZoneInfo(zone))
+        except (ValueError, LookupError):  # another format, or a zone this machine does not know
+            instant = None
+        if instant is not None:
+            return instant.timestamp(), f"lmms-eval's date stamp {stamp} in {zone}"
+    return results_path.stat().st_mtime, "the file's modification time, as it records no start"
+
+
+def _lmms_eval_timezone(results: Mapping[str, Any]) -> str | None:
+    config = results.get("config") if isinstance(results.get("config"), Mapping) else {}
+    cli = config.get("resolved_cli_args") if isinstance(config.get("resolved_cli_args"), Mapping) else {}
+    if isinstance(cli.get("timezone"), str) and cli["timezone"]:
+        return cli["timezone"]
+    return LMMS_EVAL_DEFAULT_TIMEZONE if "lmms_eval_version" in results else None
 
 
 def read_run(results_path: Path, name: str | None = None) -> Run:
     results_path = Path(results_path)
     try:
-        results = json.loads(results_path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as error:
-        raise LeaderboardError(f"{results_path}: cannot read lmms-eval results ({error})") from None
+        results = read_json(results_path, LeaderboardError, f"{results_path} (lmms-eval results)")
+    except OSError as error:
+        raise LeaderboardError(f"{results_path}: cannot read lmms-eval results ({error.strerror or error})") from None
     if not isinstance(results, dict) or not isinstance(results.get("results"), dict):
         raise LeaderboardError(f"{results_path}: not an lmms-eval results file (no 'results' object)")
-    config = results.get("config") or {}
+    config = results.get("config") if isinstance(results.get("config"), Mapping) else {}
     date_id = results_path.name[: -len(_RESULTS_SUFFIX)] if results_path.name.endswith(_RESULTS_SUFFIX) else results_path.stem
     configs = results.get("configs") or {}
     # Leaf tasks have a config; group entries in "results" do not.
@@ -208,12 +275,14 @@ def read_run(results_path: Path, name: str | None = None) -> Run:
             configs.get(task) or {},
             (results.get("higher_is_better") or {}).get(task) or {},
             results_path.parent / f"{date_id}_samples_{task}.jsonl",
+            f"{results_path}: results.{task}",
         )
         for task in task_names
     }
     model_args = config.get("model_args") or ""
     if not isinstance(model_args, str):
         model_args = json.dumps(model_args, sort_keys=True)
+    started, started_from = run_start(results, results_path)
     return Run(
         name=name or run_display_name(results),
         results_paths=(results_path,),
@@ -221,13 +290,19 @@ def read_run(results_path: Path, name: str | None = None) -> Run:
         model_args=model_args,
         date=date_id,
         tasks=tasks,
+        started=started,
+        started_from=started_from,
     )
 
 
 def run_display_name(results: Mapping[str, Any]) -> str:
-    """A row name: `model_name=` from the model arguments; else lmms-eval's model name (a caption file's
-    stem for a path); else the model with its arguments."""
-    config = results.get("config") or {}
+    """A row name: the name `capjudge judge` recorded whole (`config.model_name`); else `model_name=` from
+    the model arguments; else lmms-eval's model name (a caption file's stem for a path); else the model with
+    its arguments."""
+    config = results.get("config") if isinstance(results.get("config"), Mapping) else {}
+    recorded = config.get(RUN_NAME_FIELD)
+    if isinstance(recorded, str) and recorded:
+        return recorded
     model_args = config.get("model_args") if isinstance(config.get("model_args"), str) else ""
     explicit = _model_arg(model_args or "", "model_name")
     if explicit:
@@ -254,13 +329,14 @@ def _read_task(
     task_config: Mapping[str, Any],
     higher_is_better: Mapping[str, Any],
     samples_path: Path,
+    results_where: str,
 ) -> TaskRun:
     harness_values: dict[str, float] = {}
     for key, value in task_results.items():
         metric, _, _filter = key.partition(",")
         if "_stderr" in metric or metric == "alias" or not isinstance(value, (int, float)) or isinstance(value, bool):
             continue
-        harness_values.setdefault(metric, float(value))
+        harness_values.setdefault(metric, _aggregate(value, f"{results_where}[{key!r}]"))
     listed = [entry.get("metric") for entry in task_config.get("metric_list") or [] if isinstance(entry, Mapping)]
     metric_names = [str(m) for m in listed if m and m != RECORD_FIELD] or [m for m in harness_values if m != RECORD_FIELD]
     directions = {m: bool(higher_is_better.get(m, True)) for m in metric_names}
@@ -276,7 +352,8 @@ def _read_task(
             task, tuple(metric_names), directions, harness_values, None, {}, {},
             {config_judge: 0} if config_judge else {}, "config" if config_judge else "unknown", None, descriptive,
         )
-    lines = _read_samples(samples_path)
+    numbered = list(numbered_objects(samples_path, LeaderboardError))
+    lines = [line for _, line in numbered]
     if not metric_names:  # no config and no results: take what the task logged
         metric_names = sorted({k for line in lines for k in line if k not in _LMMS_SAMPLE_FIELDS and k not in (ITEM_ID_FIELD, JUDGE_FIELD, RECORD_FIELD)})
     values = {metric: np.full(len(lines), np.nan) for metric in metric_names}
@@ -285,7 +362,7 @@ def _read_task(
     keys: list[str] = []
     judges: Counter[JudgeInfo] = Counter()
     usage: Counter[str] = Counter()
-    for position, line in enumerate(lines):
+    for position, (line_number, line) in enumerate(numbered):
         keys.append(_item_key(line))
         record = logged_record(line)
         judge = JudgeInfo.from_logged(record.get(JUDGE_FIELD))
@@ -294,7 +371,12 @@ def _read_task(
         _add_usage(usage, record.get("judgment"))
         for metric in metric_names:
             raw = line.get(metric)
-            number = _number(raw, score_key)
+            try:
+                number = _number(raw, score_key)
+            except NotANumber as problem:
+                raise LeaderboardError(
+                    f"{samples_path}, line {line_number} ({_item_label(line)}): {metric}: {problem}"
+                ) from None
             if number is None:
                 continue
             values[metric][position] = number
@@ -334,10 +416,6 @@ def _add_usage(usage: Counter[str], judgment: Any) -> None:
         usage[name] += int(judgment["usage"].get(name) or 0)
 
 
-def _read_samples(path: Path) -> list[dict[str, Any]]:
-    return read_objects(path, LeaderboardError)
-
-
 def logged_record(line: Mapping[str, Any]) -> Mapping[str, Any]:
     """The item's logged record (`item_id`, `judge`, `judgment`): under `judged`, or the line itself."""
     record = line.get(RECORD_FIELD)
@@ -352,14 +430,30 @@ def _item_key(line: Mapping[str, Any]) -> str:
     return f"doc:{line.get('doc_id')}:{json.dumps(target, sort_keys=True, default=str)}"
 
 
+def _item_label(line: Mapping[str, Any]) -> str:
+    item_id = logged_record(line).get(ITEM_ID_FIELD)
+    return f"item {item_id}" if item_id is not None else f"doc_id {line.get('doc_id')}"
+
+
 def _number(raw: Any, score_key: str) -> float | None:
+    """The item's value: None when it has none (null, or an object with neither `score_key` nor `value`: a
+    corpus-level metric's item); raises NotANumber for anything else that is not a usable number."""
     if isinstance(raw, Mapping):
         raw = raw.get(score_key, raw.get("value"))
-    if isinstance(raw, bool):
-        return float(raw)
-    if isinstance(raw, (int, float)) and math.isfinite(raw):
-        return float(raw)
-    return None
+    return item_number(raw)
+
+
+def _aggregate(value: float, where: str) -> float:
+    """lmms-eval's aggregate of a metric: NaN (its mean over no items) and infinities are kept as "no value"
+    (the leaderboard shows none); a number beyond what a score can be is refused, naming where it is."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return value
+    try:
+        number = item_number(value)
+    except NotANumber as problem:
+        raise LeaderboardError(f"{where}: {problem}") from None
+    assert number is not None
+    return number
 
 
 def _is_bool(raw: Any, score_key: str) -> bool:

@@ -59,7 +59,15 @@ from capjudge.tasks.harness import (
     record_id,
     setting,
 )
-from capjudge.tasks.judged_task import VIDEO_MISSING, JudgedTask, JudgeSettings, count_judged, resolve_samples
+from capjudge.tasks.judged_task import (
+    DEFAULT_MAX_CAPTION_CHARS,
+    VIDEO_MISSING,
+    JudgedTask,
+    JudgeSettings,
+    count_judged,
+    resolve_max_caption_chars,
+    resolve_samples,
+)
 
 __all__ = [
     "ANYCAP_FORMAT",
@@ -174,6 +182,7 @@ class AnyCapSettings(JudgeSettings):
     max_tries: int
     constrained_output: bool
     samples: int = 1
+    max_caption_chars: int = DEFAULT_MAX_CAPTION_CHARS
 
     judge_name: ClassVar[str] = JUDGE_NAME
     judge_version: ClassVar[str] = JUDGE_VERSION
@@ -196,6 +205,7 @@ class AnyCapSettings(JudgeSettings):
             max_tries=setting(metadata, "max_tries", PUBLISHED_MAX_TRIES, parse_positive_int),
             constrained_output=constrained_output_enabled(env),
             samples=resolve_samples(metadata, env),
+            max_caption_chars=resolve_max_caption_chars(metadata, env),
         )
 
     def local_reply_constraint(self) -> dict[str, Any]:

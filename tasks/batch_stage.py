@@ -12,8 +12,11 @@ Rounds, each the same three steps, until nothing is left to ask:
 
 So a reply that does not parse is re-asked (next sample index) in the next round's batch, or online with
 `--retry-online`; a line that failed (a per-line error, an expired or cancelled batch) is submitted again, up
-to `MAX_LINE_FAILURES` times, then reported unjudged with the API's error. A batch that fails validation
-stops the stage with its errors. Nothing is ever submitted twice: a request whose reply is cached is never
+to `MAX_LINE_FAILURES` times, then reported unjudged with the API's error. A batch that ends `failed` (a
+validation error, or the organisation's enqueued-token limit, the most common and a transient cause) stops
+the stage with its errors, and is recorded as ended: the same command run again, once the cause is gone,
+submits what it left unjudged in a new batch (its lines are not counted as line failures: nothing of it was
+tried). Nothing is ever submitted twice: a request whose reply is cached is never
 written, and an open batch is always finished before collecting. Running the same command again after a
 kill, a reboot or the next day re-attaches to the batches in the state file — and to a batch created just
 before a kill, before the state file could name it (found by its `capjudge_input` metadata).
@@ -128,7 +131,8 @@ def run_batches(
     client = shared_client(config)
     if not client.has_cache:
         raise BatchStageError("--batch needs the reply cache (unset CAPJUDGE_NO_CACHE): batch replies are read from it")
-    api = BatchApi(client.sdk, azure=config.api_type == "azure")
+    # Error texts from the API go into the state file and onto the screen: redacted as the online path does.
+    api = BatchApi(client.sdk, azure=config.api_type == "azure", redact=client.redact)
     identity = task.identity()
     state = BatchState.open(folder / STATE_FILE, {
         "task": task.config.task, "items": str(len(items)), "model": str(identity["model"]),
@@ -230,10 +234,16 @@ def _download(state: BatchState, entry: dict[str, Any], status: BatchStatus, api
                 state.fail_line(line.custom_id, f"batch {status.id}: {line.error}")
                 failed += 1
     if status.status == "failed":
+        # Ended: a rerun does not re-report it but collects again, and what it left unanswered (every line
+        # no other batch answered, since the collect pass writes only requests without a cached reply) goes
+        # into a new batch.
+        entry["downloaded"] = True
+        entry["replies"], entry["failed_lines"], entry["errors"] = stored, failed, list(status.errors)
         state.save()
         raise BatchStageError(
             f"batch {status.id} failed: {'; '.join(status.errors) or 'no reason given'} (input {entry['input']}); "
-            "nothing of it was judged. Fix the cause and run the same command again"
+            f"{'nothing' if not stored else f'only {stored} replies'} of it judged. Fix the cause (or wait, for "
+            "an enqueued-token limit) and run the same command again: what it left unjudged is submitted again"
         )
     unanswered = [custom_id for custom_id in refs if custom_id not in answered]
     for custom_id in unanswered:  # an expired or cancelled batch leaves lines in no file: submitted again

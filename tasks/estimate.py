@@ -124,13 +124,13 @@ def _prices(price_input: str | None, price_output: str | None) -> tuple[float, f
 
 def estimate_task(task_name: str, include_path: Path, run: Path | None, captions: Path | None, *, limit: int | None,
                   reask_rate: float, output_tokens: float, prices: tuple[float, float] | None) -> CostEstimate:
-    import os
-
+    from capjudge.judges.config import configured_model
     from capjudge.tasks.judge_stage import caption_source, load_judged_task, pair_captions
+    from capjudge.tasks.judged_task import counting_requests_only
 
-    # Nothing is sent, so no judge needs to answer (and none needs to be configured for the count).
-    os.environ.setdefault("CAPJUDGE_PREFLIGHT", "0")
-    task = load_judged_task(task_name, include_path)
+    # Nothing is sent, so no judge needs to answer, and none (no endpoint, key or cache) needs to be configured.
+    with counting_requests_only():
+        task = load_judged_task(task_name, include_path)
     docs = list(task.eval_docs)
     if run is not None or captions is not None:
         items = [(doc, caption) for _, doc, caption in pair_captions(caption_source(run, captions, task_name, None), docs, task)]
@@ -138,7 +138,7 @@ def estimate_task(task_name: str, include_path: Path, run: Path | None, captions
         items = [(doc, _stand_in_caption(doc)) for doc in docs]
     counted = items[:limit] if limit else items
     settings = task.settings()
-    client = EstimatingClient(task.judge_config().model)
+    client = EstimatingClient(configured_model())
     quiet = logging.getLogger("capjudge.tasks.judged_task")  # every item "fails" as not sent: not news
     level, quiet.level = quiet.level, logging.ERROR
     try:

@@ -263,11 +263,15 @@ def parse_bool(value: Any) -> bool:
 
 
 def parse_positive_int(value: Any) -> int:
+    problem = f"expected a positive integer; got {value!r}"
     if isinstance(value, bool):
-        raise TypeError(f"expected a positive integer; got {value!r}")
-    number = int(value)
+        raise TypeError(problem)
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        raise ValueError(problem) from None  # int()'s own message ("invalid literal ...") names no setting
     if number < 1 or str(number) != str(value).strip():
-        raise ValueError(f"expected a positive integer; got {value!r}")
+        raise ValueError(problem)
     return number
 
 

@@ -12,21 +12,35 @@ concurrency (`capjudge.tasks.prejudge`), so requests and cache keys are those of
 in one place re-scores in the other with zero requests. The output is an lmms-eval-shaped folder
 (`<date>_results.json` + `<date>_samples_<task>.jsonl`, same metric names and per-item fields) that
 `capjudge leaderboard` reads like any other run.
+
+The run is written under `--out/<model folder>/`, the folder named as lmms-eval would name it (see
+`run_folder_name`); the model's exact name is recorded in the results file. Its files are named by the
+instant judging started (local time, to the microsecond), written whole to a temporary file and then linked
+into place, never over an existing file: two runs finishing at the same moment each keep their own.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
+import itertools
 import json
+import re
 import sys
-import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 TASKS_DIR = Path(__file__).resolve().parent
 RESULTS_SUFFIX = "_results.json"
+# A model name longer than this (in UTF-8) is refused: no filesystem takes it as a folder name, and no real
+# model is called that.
+MAX_NAME_BYTES = 255
+# lmms-eval's folder naming (lmms_eval.utils.sanitize_model_name), with control characters besides.
+_FOLDER_UNSAFE = re.compile(r'[\x00-\x1f\x7f"<>:/|\\?*\[\]]+')
+_FOLDER_MAX_BYTES = 200  # a longer folder name is cut and ends with a hash of the exact name
 
 
 class JudgeStageError(ValueError):
@@ -127,16 +141,19 @@ def caption_source(run: Path | None, captions: Path | None, task: str, model_nam
         from capjudge.tasks.captions_file import load_caption_set
 
         caption_set = load_caption_set(captions)
-        name = model_name or caption_set.name
-        return CaptionSource(f"captions file {captions}", "captions_file", f"path={captions},model_name={name}",
+        name = _run_name(model_name, caption_set.name, f"captions file {captions}")
+        # The name is not put into model_args: lmms-eval splits them on commas, and a name may hold one.
+        return CaptionSource(f"captions file {captions}", "captions_file", f"path={captions}",
                              name, None, dict(caption_set.captions))
-    from capjudge.metrics.jsonl import read_objects
+    from capjudge.metrics.jsonl import read_json, read_objects
     from capjudge.metrics.runs import run_display_name
 
     assert run is not None
     results_path, samples_path = _find_samples(run, task)
-    results = json.loads(results_path.read_text(encoding="utf-8"))
-    config = results.get("config") or {}
+    results = read_json(results_path, JudgeStageError, f"results file {results_path}")
+    if not isinstance(results, dict):
+        raise JudgeStageError(f"results file {results_path}: not an lmms-eval results file (not a JSON object)")
+    config = results.get("config") if isinstance(results.get("config"), dict) else {}
     model_args = config.get("model_args") if isinstance(config.get("model_args"), str) else ""
     by_doc_id: dict[int, str] = {}
     targets: dict[int, Any] = {}
@@ -149,8 +166,47 @@ def caption_source(run: Path | None, captions: Path | None, task: str, model_nam
         by_doc_id[int(line["doc_id"])] = str(response)
         if "target" in line:
             targets[int(line["doc_id"])] = line["target"]
+    name = _run_name(model_name, run_display_name(results), str(results_path))
     return CaptionSource(f"samples {samples_path}", str(config.get("model") or "unknown"), model_args,
-                         model_name or run_display_name(results), by_doc_id, None, targets)
+                         name, by_doc_id, None, targets)
+
+
+def _run_name(given: str | None, derived: str, source: str) -> str:
+    """--model-name if given, else the name the source gives the run; checked either way."""
+    if given is not None:
+        return checked_model_name(given, "--model-name")
+    return checked_model_name(derived, f"{source} (the name it gives the run; --model-name chooses another)")
+
+
+def checked_model_name(name: str, origin: str) -> str:
+    """`name` if it can name a run; else a JudgeStageError naming `origin`, raised before anything is judged
+    (a name that cannot be written used to fail only when the judged run was written)."""
+    if not name:
+        raise JudgeStageError(f"{origin}: the model name is empty")
+    if "\x00" in name:
+        raise JudgeStageError(f"{origin}: the model name {name!r} holds a NUL character")
+    try:
+        size = len(name.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise JudgeStageError(f"{origin}: the model name {name!r} is not valid Unicode text") from None
+    if size > MAX_NAME_BYTES:
+        raise JudgeStageError(f"{origin}: the model name is {size} bytes long, over the {MAX_NAME_BYTES} a name "
+                              f"may have: {name[:40]!r}...")
+    return name
+
+
+def run_folder_name(name: str) -> str:
+    """The subfolder of --out a model's runs go into: the name as lmms-eval names its folders (`/`, `:`, `*`,
+    ... become `__`), control characters too, and leading dots replaced (so `..` or `.` stays inside --out);
+    a name too long for a folder is cut, ending with a hash of the exact name. The folder is only a place:
+    every results file records the model's exact name, so two names that share a folder stay two models."""
+    folder = _FOLDER_UNSAFE.sub("__", name)
+    folder = re.sub(r"^\.+", lambda dots: "_" * len(dots.group()), folder)
+    encoded = folder.encode("utf-8")
+    if len(encoded) > _FOLDER_MAX_BYTES:
+        digest = hashlib.sha256(name.encode("utf-8")).hexdigest()[:12]
+        folder = encoded[:_FOLDER_MAX_BYTES].decode("utf-8", errors="ignore") + f"-{digest}"
+    return folder
 
 
 def _find_samples(run: Path, task: str) -> tuple[Path, Path]:
@@ -198,14 +254,22 @@ def judge_stage(
     items are judged in `processes` processes (default: capjudge.tasks.judge_processes.resolve_processes)."""
     from capjudge.tasks.prejudge import item_key
 
-    task = load_judged_task(task_name, include_path)
+    from contextlib import nullcontext
+
+    from capjudge.judges.preflight import batch_preflight
+
+    started = datetime.now().astimezone()  # the run's instant, with this machine's UTC offset
+    folder = _writable_run_folder(out, source)
+    # A --batch run's pre-flight probes the Batch API path, not an online completion (see batch_preflight).
+    with batch_preflight() if batch is not None else nullcontext():
+        task = load_judged_task(task_name, include_path)
     paired = pair_captions(source, list(task.eval_docs), task)
     items = [(doc, caption) for _, doc, caption in paired]
     client_for = None
     if batch is not None:
         from capjudge.tasks.batch_stage import cache_only_clients, run_batches
 
-        summary = run_batches(task, items, _run_folder(out, source) / "batch", batch)
+        summary = run_batches(task, items, folder / "batch", batch)
         if summary.open_batches:
             return StageOutcome(None, 0, len(items), summary.open_batches)
         if not batch.retry_online:  # the final pass reads the cache only: nothing is asked online
@@ -235,7 +299,7 @@ def judge_stage(
                       "input": task.doc_to_text(doc)})
     aggregated = {f"{name},none": aggregate(values) for name, aggregate in task.aggregation().items()
                   for values in [per_metric[name]]}
-    written = _write_run(out, source, task, task_name, aggregated, lines)
+    written = _write_run(folder, source, task, task_name, aggregated, lines, started)
     return StageOutcome(written, failed, len(lines), workers=tuple(reports))
 
 
@@ -296,28 +360,59 @@ def pair_captions(
 
 
 def _run_folder(out: Path, source: CaptionSource) -> Path:
-    return Path(out) / source.model_name.replace("/", "__")
+    return Path(out) / run_folder_name(source.model_name)
 
 
-def _write_run(out: Path, source: CaptionSource, task: Any, task_name: str, aggregated: Mapping[str, Any],
-               lines: Sequence[Mapping[str, Any]]) -> Path:
-    folder = _run_folder(out, source)
-    folder.mkdir(parents=True, exist_ok=True)
-    date_id = time.strftime("%Y%m%d_%H%M%S")
+def _writable_run_folder(out: Path, source: CaptionSource) -> Path:
+    """The run's folder, made and checked before anything is judged: an --out that is a file or cannot be
+    written is one error, not a traceback after every item was paid for."""
+    from capjudge.metrics.outputs import OutputError, writable_folder
+
+    try:
+        writable_folder(Path(out))
+        return writable_folder(_run_folder(out, source))
+    except OutputError as error:
+        raise JudgeStageError(str(error)) from None
+
+
+def _write_run(folder: Path, source: CaptionSource, task: Any, task_name: str, aggregated: Mapping[str, Any],
+               lines: Sequence[Mapping[str, Any]], started: datetime) -> Path:
+    """Write the samples, then the results file that makes the run visible, each whole and under a name no
+    file has: the start's local time to the microsecond, numbered on if even that is taken."""
+    from capjudge.metrics.outputs import discard, publish_new, stage
+    from capjudge.metrics.runs import RUN_NAME_FIELD, STARTED_FIELD
+
+    stamp = started.strftime("%Y%m%d_%H%M%S_%f")
     results = {
         "results": {task_name: {"alias": task_name, **aggregated}},
         "configs": {task_name: task.dump_config()},
         "higher_is_better": {task_name: task.higher_is_better()},
         "n-samples": {task_name: {"original": len(task.eval_docs), "effective": len(lines)}},
-        "config": {"model": source.model, "model_args": source.model_args, "judged_by": "capjudge judge",
-                   "captions_from": source.description},
+        "config": {"model": source.model, "model_args": source.model_args, RUN_NAME_FIELD: source.model_name,
+                   "judged_by": "capjudge judge", "captions_from": source.description},
         "model_name": source.model_name,
-        "date": date_id,
+        "date": started.strftime("%Y%m%d_%H%M%S"),
+        STARTED_FIELD: started.isoformat(),
     }
-    results_path = folder / f"{date_id}{RESULTS_SUFFIX}"
-    results_path.write_text(json.dumps(results, indent=2, default=str, ensure_ascii=False) + "\n", encoding="utf-8")
-    samples_path = folder / f"{date_id}_samples_{task_name}.jsonl"
-    with samples_path.open("w", encoding="utf-8") as handle:
-        for line in lines:
-            handle.write(json.dumps(line, default=str, ensure_ascii=False) + "\n")
-    return results_path
+    results_text = json.dumps(results, indent=2, default=str, ensure_ascii=False) + "\n"
+    samples = stage(folder / f"{stamp}_samples_{task_name}.jsonl",
+                    (json.dumps(line, default=str, ensure_ascii=False) + "\n" for line in lines))
+    staged_results = stage(folder / f"{stamp}{RESULTS_SUFFIX}", [results_text])
+    try:
+        for date_id in _fresh_names(stamp):
+            results_path = folder / f"{date_id}{RESULTS_SUFFIX}"
+            samples_path = folder / f"{date_id}_samples_{task_name}.jsonl"
+            if results_path.exists() or not publish_new(samples, samples_path):
+                continue
+            if publish_new(staged_results, results_path):
+                return results_path
+            samples_path.unlink()  # ours, but the results name was taken meanwhile: try the next name
+    finally:
+        discard(samples, staged_results)
+    raise AssertionError("unreachable: _fresh_names never ends")
+
+
+def _fresh_names(stamp: str) -> Iterator[str]:
+    yield stamp
+    for number in itertools.count(2):
+        yield f"{stamp}_{number}"

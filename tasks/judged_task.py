@@ -24,11 +24,12 @@ from __future__ import annotations
 import logging
 import os
 import statistics
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from capjudge.judges.cache import check_local_filesystem
+from capjudge.judges.cache import check_cache_file
 from capjudge.judges.client import shared_client
 from capjudge.judges.config import JudgeConfig
 from capjudge.judges.preflight import preflight_enabled, probe_judge
@@ -51,6 +52,12 @@ log = logging.getLogger(__name__)
 # The metric that carries each item's logged record (see the module docstring).
 RECORD_METRIC = "judged"
 VIDEO_MISSING = "video_missing"
+CAPTION_TOO_LONG = "caption_too_long"
+# Far above any real caption (the tasks generate at most 512 tokens, a few thousand characters) and far below
+# what would make one request costly: a runaway 50 MB output is an unjudged item, never a paid request.
+DEFAULT_MAX_CAPTION_CHARS = 20_000
+# How much of a caption that was too long to judge the sample log keeps (the item report shows it).
+CAPTION_PREVIEW_CHARS = 1_000
 
 
 def count_judged(records: Sequence[Mapping[str, Any]]) -> int:
@@ -98,6 +105,26 @@ def resolve_samples(metadata: Mapping[str, Any], env: Mapping[str, str] | None =
     """k replies per item: task metadata `judge_samples`, overridden by CAPJUDGE_JUDGE_SAMPLES (default 1, the
     published protocol)."""
     return setting(metadata, "judge_samples", 1, parse_positive_int, env_name="CAPJUDGE_JUDGE_SAMPLES", env=env)
+
+
+def resolve_max_caption_chars(metadata: Mapping[str, Any], env: Mapping[str, str] | None = None) -> int:
+    """The longest caption sent to the judge, in characters: task metadata `max_caption_chars`, overridden by
+    CAPJUDGE_MAX_CAPTION_CHARS (default DEFAULT_MAX_CAPTION_CHARS). A longer caption ends `caption_too_long`."""
+    return setting(metadata, "max_caption_chars", DEFAULT_MAX_CAPTION_CHARS, parse_positive_int,
+                   env_name="CAPJUDGE_MAX_CAPTION_CHARS", env=env)
+
+
+def caption_too_long_problem(item_id: str, caption: str, limit: int) -> str | None:
+    """Why the caption is not sent (naming the item, its length and the setting), or None when it may be."""
+    if len(caption) <= limit:
+        return None
+    return (f"item {item_id}: caption has {len(caption):,} characters, above CAPJUDGE_MAX_CAPTION_CHARS "
+            f"({limit:,}); not sent to the judge")
+
+
+def caption_preview(caption: str) -> str:
+    """The start of a caption too long to judge, marked as cut, for the sample log."""
+    return f"{caption[:CAPTION_PREVIEW_CHARS]}… [cut: {len(caption):,} characters in all]"
 
 
 @dataclass(frozen=True)
@@ -151,12 +178,27 @@ class _Resolved:
     identity: Mapping[str, Any]
 
 
+@contextmanager
+def counting_requests_only() -> Iterator[None]:
+    """Tasks built inside this block (by `capjudge estimate`) only build and count their requests: loading them
+    checks their settings, data and videos, and asks for no judge, API key, reply cache or pre-flight probe."""
+    JudgedTask.sends_requests = False
+    try:
+        yield
+    finally:
+        JudgedTask.sends_requests = True
+
+
 class JudgedTask(SourcedTask):
     """A SourcedTask whose per-item metrics come from judging the model's caption (see the module docstring
     for what a subclass supplies)."""
 
     settings_type: ClassVar[type[JudgeSettings]]
+    # False while `capjudge estimate` builds tasks (see `counting_requests_only`): their requests are built and
+    # counted, never sent, so they need their settings but no judge endpoint, API key, reply cache or probe.
+    sends_requests: ClassVar[bool] = True
     _prejudged: PrejudgedItems | None = None
+    _settings: Any = None
     _resolved: _Resolved | None = None
 
     # -- what a judge's task supplies ---------------------------------------------------------------------
@@ -182,12 +224,19 @@ class JudgedTask(SourcedTask):
 
     @classmethod
     def judge_item(cls, doc: Mapping[str, Any], caption: str, settings: Any, client: Any) -> ItemJudgment:
-        """Judge one caption. Never raises for a bad item: a missing video or a failed judgment is an unjudged
-        result with its failure kind."""
+        """Judge one caption. Never raises for a bad item: a caption too long to send, a missing video or a
+        failed judgment is an unjudged result with its failure kind."""
         item_id = str(doc["id"])
         video = video_path(doc) if settings.needs_video else None
         shown_video = str(video) if video else None
         judge = settings.judge_name
+        limit = getattr(settings, "max_caption_chars", DEFAULT_MAX_CAPTION_CHARS)
+        too_long = caption_too_long_problem(item_id, caption, limit)
+        if too_long is not None:  # never a request: its cost would grow with the caption, without bound
+            log.error("%s %s -> item unjudged (%s)", judge, too_long, CAPTION_TOO_LONG)
+            result = cls.unjudged(doc, caption, settings, ParseFailure(CAPTION_TOO_LONG, too_long))
+            return ItemJudgment(item_id, caption_preview(caption), shown_video, result, raw_reply=None,
+                                cache_hit=False, requests=0)
         if settings.needs_video:
             problem = missing_video_problem(doc)
             if problem is not None:
@@ -222,7 +271,10 @@ class JudgedTask(SourcedTask):
     # -- settings, once per task ------------------------------------------------------------------------
 
     def settings(self) -> Any:
-        return self._resolve().settings
+        """The judge settings (task metadata and environment overrides), resolved once; needs no judge."""
+        if self._settings is None:
+            self._settings = self.settings_type.resolve(self.config.metadata or {})  # type: ignore[attr-defined]
+        return self._settings
 
     def judge_config(self) -> JudgeConfig:
         """The judge configuration this task judges with (resolved once, environment included)."""
@@ -232,7 +284,7 @@ class JudgedTask(SourcedTask):
         """The settings, the judge configuration and the judge's identity, resolved once (environment
         overrides included) and used for every item, so a run cannot judge items under two settings."""
         if self._resolved is None:
-            settings = self.settings_type.resolve(self.config.metadata or {})  # type: ignore[attr-defined]
+            settings = self.settings()
             config = JudgeConfig.from_env()
             self._resolved = _Resolved(settings, config, settings.identity(config))
         return self._resolved
@@ -240,14 +292,18 @@ class JudgedTask(SourcedTask):
     # -- load-time checks -------------------------------------------------------------------------------
 
     def check_ready(self) -> None:
-        """The settings parse, the judge is configured, and its reply cache can live where it is configured."""
+        """The settings parse, the judge is configured, and its reply cache can live where it is configured
+        (only the settings when the task's requests are counted, not sent)."""
+        self.settings()
+        if not self.sends_requests:
+            return
         config = self._resolve().config
         if config.use_cache and config.cache_path is not None:
-            check_local_filesystem(config.cache_path)
+            check_cache_file(config.cache_path)  # where it lives, and that it is a usable cache file
 
     def check_judge(self) -> None:
         """Unless CAPJUDGE_PREFLIGHT=0: the judge answers one minimal request with the model items will use."""
-        if not preflight_enabled():
+        if not self.sends_requests or not preflight_enabled():
             return
         resolved = self._resolve()
         probe_judge(resolved.config, resolved.identity["model"], needs_logprobs=resolved.settings.needs_logprobs)

@@ -6,11 +6,16 @@ in_progress -> finalizing -> completed), so a client must poll; each line is ans
 responder (the same replies a chat.completions request would get), and counted in `lines_answered`, never in
 the server's online request log.
 
+With `echo_key` set, every scripted error (failed lines, a failed batch) quotes the bearer key the batch was
+created with, as some gateways do.
+
 What happens to the next batches created is scripted (`script(...)`, default "success"):
 - "success": every line answered;
 - "partial_errors": every third line fails with a 500 in the error file, the rest answered;
 - "expire": the window runs out with half the lines done (outputs for those only, the rest in no file);
 - "fail_validation": status failed with a validation error, no line answered;
+- "fail_token_limit": status failed as OpenAI fails a batch over the organisation's enqueued-token limit
+  (transient: the same input succeeds once earlier batches finish), no line answered;
 - "slow_finalize": like success, but it stays "finalizing" for three more polls;
 - "hold": stays "in_progress" until `release()` (for cancel and kill -9 tests).
 """
@@ -26,7 +31,13 @@ from email.parser import BytesParser
 from email.policy import HTTP
 from typing import Any, Callable
 
-SCRIPTS = ("success", "partial_errors", "expire", "fail_validation", "slow_finalize", "hold")
+SCRIPTS = ("success", "partial_errors", "expire", "fail_validation", "fail_token_limit", "slow_finalize", "hold")
+FAILURES = {  # a failed batch's scripted error: (code, message)
+    "fail_validation": ("invalid_request", "scripted validation failure"),
+    "fail_token_limit": ("token_limit_exceeded", ("Enqueued token limit reached for test-judge in organization "
+                         "org-capjudge-tests. Limit: 90,000 enqueued tokens. Please try again once some in_progress "
+                         "batches have been completed.")),
+}
 
 
 class BatchService:
@@ -39,6 +50,7 @@ class BatchService:
         self.lines_answered = 0
         self.created = 0
         self.uploads = 0
+        self.echo_key = False
         self._ids = itertools.count(1)
         self._held = threading.Event()
         self._lock = threading.Lock()
@@ -59,6 +71,7 @@ class BatchService:
             self.batches.clear()
             self.scripts.clear()
             self.lines_answered = self.created = self.uploads = 0
+            self.echo_key = False
             self._held.clear()
 
     # -- routing -----------------------------------------------------------------------------------
@@ -94,7 +107,7 @@ class BatchService:
         if parts[-1] == "files":
             return self._upload(headers, raw)
         if parts[-1] == "batches":
-            return self._create(json.loads(raw))
+            return self._create(json.loads(raw), headers.get("authorization", "").removeprefix("Bearer "))
         if parts[-1] == "cancel" and parts[-3] == "batches":
             batch = self.batches.get(parts[-2])
             if batch is None:
@@ -130,7 +143,7 @@ class BatchService:
         return 200, _file_object(file_id, self.files[file_id])
 
     # -- batches -----------------------------------------------------------------------------------
-    def _create(self, request: dict[str, Any]) -> tuple[int, Any]:
+    def _create(self, request: dict[str, Any], key: str = "") -> tuple[int, Any]:
         source = self.files.get(request.get("input_file_id", ""))
         if source is None:
             return 400, _error("input_file_id does not exist")
@@ -147,7 +160,7 @@ class BatchService:
                 "id": batch_id, "status": "validating", "script": script, "input_file_id": request["input_file_id"],
                 "endpoint": request.get("endpoint"), "metadata": request.get("metadata") or {}, "lines": lines,
                 "created_at": time.time(), "polls": 0, "finalize_polls": 0, "done": 0, "failed": 0,
-                "output_file_id": None, "error_file_id": None, "errors": None,
+                "output_file_id": None, "error_file_id": None, "errors": None, "key": key,
             }
             self.created += 1
         return 200, self._batch_object(self.batches[batch_id])
@@ -158,10 +171,12 @@ class BatchService:
             batch["polls"] += 1
             status, script = batch["status"], batch["script"]
             if status == "validating":
-                if script == "fail_validation":
+                if script in FAILURES:
+                    code, message = FAILURES[script]
                     batch["status"] = "failed"
                     batch["errors"] = {"object": "list", "data": [
-                        {"code": "invalid_request", "message": "scripted validation failure", "param": None, "line": 1}]}
+                        {"code": code, "message": message + self._key_note(batch), "param": None,
+                         "line": 1 if script == "fail_validation" else None}]}
                 else:
                     batch["status"] = "in_progress"
             elif status == "in_progress":
@@ -189,7 +204,8 @@ class BatchService:
             if batch["script"] == "partial_errors" and number % 3 == 2:
                 errors.append({"id": f"req_{number}", "custom_id": line["custom_id"],
                                "response": {"status_code": 500, "request_id": f"req_{number}",
-                                            "body": {"error": {"message": "scripted line failure", "type": "server_error"}}},
+                                            "body": {"error": {"message": "scripted line failure" + self._key_note(batch),
+                                                               "type": "server_error"}}},
                                "error": None})
                 continue
             status, body = self._answer_line(line["body"])
@@ -203,6 +219,9 @@ class BatchService:
                 data = "".join(json.dumps(row) + "\n" for row in rows).encode()
                 self.files[file_id] = {"data": data, "purpose": "batch_output", "created_at": int(time.time())}
                 batch[kind] = file_id
+
+    def _key_note(self, batch: dict[str, Any]) -> str:
+        return f" (request authorised with key {batch['key']})" if self.echo_key else ""
 
     def _batch_object(self, batch: dict[str, Any]) -> dict[str, Any]:
         return {

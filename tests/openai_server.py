@@ -185,6 +185,10 @@ class OpenAITestServer:
         self.required_key: str | None = None
         self.models: set[str] | None = None
         self.logprobs_supported = True
+        # False: like an Azure batch deployment, chat completions are refused (404); files/batches still work.
+        self.online_chat = True
+        # GET /models entries to list instead of one per served name (e.g. with a `meta` saying which weights).
+        self.model_listing: list[dict[str, Any]] | None = None
         # Look up which local process opened each connection (from /proc), so a multi-process test can count
         # the processes that sent requests and the requests each sent.
         self.identify_clients = False
@@ -221,6 +225,8 @@ class OpenAITestServer:
             self.required_key = None
             self.models = None
             self.logprobs_supported = True
+            self.online_chat = True
+            self.model_listing = None
             self.rpm_limit = self.tpm_limit = None
             self.rate_window = 60.0
             self.rate_limited = 0
@@ -313,7 +319,24 @@ class OpenAITestServer:
             def log_message(self, *args: Any) -> None:  # keep test output quiet
                 pass
 
+            def _refused_key(self) -> bool:
+                """Answer 401 (and say so) when the server requires a key this request does not carry."""
+                if server.required_key is None or self.headers.get("authorization") == f"Bearer {server.required_key}":
+                    return False
+                self._send_json(401, {"error": {"message": "Incorrect API key provided", "code": "invalid_api_key"}})
+                return True
+
             def do_GET(self) -> None:
+                if self.path != "/_stats" and self._refused_key():
+                    return
+                model_path = re.fullmatch(r"/v1/models/([^/?]+)", self.path)
+                if model_path is not None:  # a model served (any, unless `models` is set), or 404 as OpenAI answers
+                    if server.models is None or model_path[1] in server.models:
+                        self._send_json(200, {"id": model_path[1], "object": "model", "owned_by": "capjudge-tests"})
+                    else:
+                        self._send_json(404, {"error": {"message": f"The model `{model_path[1]}` does not exist",
+                                                        "code": "model_not_found"}})
+                    return
                 if server.batch.handles(self.path):
                     status, payload = server.batch.get(self.path)
                     if isinstance(payload, bytes):
@@ -330,7 +353,9 @@ class OpenAITestServer:
                                  "batch_lines_answered": server.batch.lines_answered}
                     self._send_json(200, stats)
                 elif self.path.rstrip("/").endswith("/models"):
-                    self._send_json(200, {"object": "list", "data": [{"id": "test-judge", "object": "model"}]})
+                    served = sorted(server.models) if server.models is not None else ["test-judge"]
+                    listing = server.model_listing or [{"id": name, "object": "model"} for name in served]
+                    self._send_json(200, {"object": "list", "data": listing})
                 else:
                     self._send_json(404, {"error": {"message": "not found"}})
 
@@ -338,6 +363,8 @@ class OpenAITestServer:
                 length = int(self.headers.get("content-length", 0))
                 raw = self.rfile.read(length)
                 if server.batch.handles(self.path):
+                    if self._refused_key():
+                        return
                     status, payload = server.batch.post(self.path, {k.lower(): v for k, v in self.headers.items()}, raw)
                     self._send_json(status, payload)
                     return
@@ -360,6 +387,9 @@ class OpenAITestServer:
                     rejection = (401, {"message": "Incorrect API key provided", "code": "invalid_api_key"})
                 elif server.models is not None and body.get("model") not in server.models:
                     rejection = (404, {"message": f"The model `{body.get('model')}` does not exist", "code": "model_not_found"})
+                elif not server.online_chat:
+                    rejection = (404, {"message": "The chatCompletion operation does not work with this deployment "
+                                                  "(a batch deployment)", "code": "OperationNotSupported"})
                 if rejection is not None or is_probe:
                     entry.answer = str(rejection[0]) if rejection is not None else "reply"
                     with server._lock:

@@ -87,9 +87,9 @@ def test_errors_name_the_line_and_bad_usage_exits_2(tmp_path, scores_jsonl):
     broken = tmp_path / "broken.jsonl"
     broken.write_text('{"good": 1, "human": 2}\n{"good": "high", "human": 3}\n')
     done = run_cli(str(broken), "--judge", "good", "--human", "human")
-    assert done.returncode == 1 and "line 2" in done.stderr and "'good'" in done.stderr
+    assert done.returncode == 2 and "line 2" in done.stderr and "'good'" in done.stderr
     nested = run_cli(str(path), "--judge", "good", "--human", "human_dims")
-    assert nested.returncode == 1 and "annotator index" in nested.stderr and "--human-index" in nested.stderr
+    assert nested.returncode == 2 and "annotator index" in nested.stderr and "--human-index" in nested.stderr
     assert run_cli(str(path), "--judge", "good").returncode == 2
     assert run_cli("--msvd-eval", str(path)).returncode == 2
 

@@ -262,7 +262,7 @@ def test_plot_directory_that_cannot_be_written(scores_jsonl, tmp_path):
     blocker.write_text("not a directory")
     for target in (blocker, blocker / "plots"):
         done = run_capjudge("correlate", str(path), "--judge", "smooth", "--human", "human", "--plot", str(target))
-        assert done.returncode == 1
+        assert done.returncode == 2
         assert f"--plot {target}: cannot write plots there" in done.stderr
         assert done.stdout == ""  # refused before any work, not after printing a report
     assert blocker.read_text() == "not a directory"

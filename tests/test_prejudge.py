@@ -35,7 +35,10 @@ def _per_item(run):
 
 
 def test_one_postprocessing_thread_still_judges_at_the_clients_bound(tmp_path):
-    with judge_server(latency=0.3) as judge:
+    # 2 s per reply: the 8 requests overlap even when building each (a frame strip) is slow on a loaded
+    # machine (at 0.3 s, a parallel test run saw only 6 in flight: the first replies came back before the
+    # eighth request was built).
+    with judge_server(latency=2.0) as judge:
         wide = _run(tmp_path / "wide", judge, concurrency=8)
         wide_in_flight, wide_requests = judge.max_in_flight, len(judge.log)
         judge.reset()

@@ -1,0 +1,150 @@
+"""Run inputs and output folders a user can act on: each problem is one line naming the flag, the file and the
+item, never a traceback, never a silent ranking, and nothing half-written.
+
+A real `capjudge judge` run (the demo G-VEval task, judged by the test server) is the material; copies of it
+are broken the way real files break (another encoding, an item score that is no number), and the real CLI
+reads them.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from conftest import REPO_ROOT, run_capjudge
+from harness_runs import harness_env, judge_server
+
+pytestmark = pytest.mark.slow
+
+CAPTIONS = REPO_ROOT / "tasks" / "demo" / "captions_good.jsonl"
+TASK = "gveval_demo"
+
+
+def _env(judge, tmp_path: Path) -> dict[str, str]:
+    return harness_env(judge.base_url, cache_path=tmp_path / "cache" / "judge.sqlite",
+                       datasets_cache=tmp_path / "hf_datasets_cache")
+
+
+@pytest.fixture(scope="module")
+def judged(tmp_path_factory) -> Path:
+    """The folder of one real `capjudge judge` run of the good captions on the demo G-VEval task."""
+    root = tmp_path_factory.mktemp("judged_run")
+    with judge_server() as judge:
+        done = run_capjudge("judge", "--captions", str(CAPTIONS), "--model-name", "good", "--task", TASK,
+                            "--out", str(root / "out"), env=_env(judge, root))
+    assert done.returncode == 0, done.stderr[-3000:]
+    (folder,) = [path.parent for path in (root / "out").rglob("*_results.json")]
+    return folder
+
+
+def _copy(run: Path, destination: Path) -> Path:
+    shutil.copytree(run, destination)
+    return destination
+
+
+def _error_lines(stderr: str, command: str) -> list[str]:
+    assert "Traceback" not in stderr, stderr[-3000:]
+    return [line for line in stderr.splitlines() if line.startswith(f"capjudge {command}:")]
+
+
+def _tree(folder: Path) -> list[str]:
+    return sorted(str(path.relative_to(folder)) for path in folder.rglob("*"))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# --out
+# ---------------------------------------------------------------------------------------------------------
+
+
+def test_an_out_that_is_a_file_or_under_one_is_one_line_before_any_work(judged, tmp_path):
+    taken = tmp_path / "taken"
+    taken.write_text("not a folder\n", encoding="utf-8")
+    before = _tree(tmp_path)
+    for out, problem in ((taken, "is a file, not a folder"), (taken / "sub", "cannot write there")):
+        with judge_server() as judge:
+            judged_again = run_capjudge("judge", "--captions", str(CAPTIONS), "--model-name", "good", "--task", TASK,
+                                        "--out", str(out), env=_env(judge, tmp_path / "run"))
+            # Refused before the task was loaded: not even the pre-flight probe was sent, nothing was paid for.
+            assert judge.log == [] and judge.preflights == []
+        assert judged_again.returncode == 2
+        assert _error_lines(judged_again.stderr, "judge") == [f"capjudge judge: --out {out}: {problem}" + (
+            "" if problem.startswith("is") else " (Not a directory)")]
+
+        board = run_capjudge("leaderboard", str(judged), "--out", str(out))
+        assert board.returncode == 2
+        assert [line for line in _error_lines(board.stderr, "leaderboard")] == [
+            f"capjudge leaderboard: --out {out}: {problem}" + ("" if problem.startswith("is") else " (Not a directory)")]
+
+        report = run_capjudge("report", str(judged), "--out", str(out))
+        assert report.returncode == 2
+        assert _error_lines(report.stderr, "report") == [
+            f"capjudge report: --out {out}: {problem}" + ("" if problem.startswith("is") else " (Not a directory)")]
+    # Nothing was written anywhere: the file is untouched, and no leaderboard, report or run appeared.
+    assert taken.read_text(encoding="utf-8") == "not a folder\n"
+    assert [path for path in _tree(tmp_path) if not path.startswith("run")] == before
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Results and samples files that cannot be read as they are
+# ---------------------------------------------------------------------------------------------------------
+
+
+def test_a_results_file_that_is_not_utf8_is_named(judged, tmp_path):
+    broken = _copy(judged, tmp_path / "latin1")
+    (results_file,) = broken.glob("*_results.json")
+    results = json.loads(results_file.read_text(encoding="utf-8"))
+    results["config"]["captions_from"] = "légendes"
+    results_file.write_bytes(json.dumps(results, ensure_ascii=False).encode("latin-1"))
+
+    board = run_capjudge("leaderboard", f"clean={judged}", f"broken={broken}", "--out", str(tmp_path / "board"))
+    assert board.returncode == 2
+    (line,) = _error_lines(board.stderr, "leaderboard")
+    assert str(results_file) in line and "not UTF-8" in line
+    assert not list((tmp_path / "board").glob("leaderboard.*"))
+
+    report = run_capjudge("report", f"clean={judged}", f"broken={broken}", "--out", str(tmp_path / "report"))
+    assert report.returncode == 1  # the report's exit status for runs it cannot show (see `capjudge report -h`)
+    (line,) = _error_lines(report.stderr, "report")
+    assert str(results_file) in line and "not UTF-8" in line
+    assert not (tmp_path / "report" / "report.html").exists()
+
+
+def _with_scores(run: Path, destination: Path, score_of) -> tuple[Path, Path]:
+    """A copy of the run whose gveval_mean of item number i (0-based) is score_of(i) (unchanged when it
+    returns the sentinel `...`)."""
+    folder = _copy(run, destination)
+    (samples,) = folder.glob(f"*_samples_{TASK}.jsonl")
+    lines = [json.loads(line) for line in samples.read_text(encoding="utf-8").splitlines() if line.strip()]
+    for index, line in enumerate(lines):
+        value = score_of(index)
+        if value is not ...:
+            line["gveval_mean"] = value
+    samples.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    return folder, samples
+
+
+@pytest.mark.parametrize(("case", "score_of", "first_bad", "problem"), [
+    ("huge_integer", lambda i: 10**400 if i == 3 else ..., 3, "an integer of 1329 bits is beyond ±2**53"),
+    ("minus_1e308", lambda i: -1e308, 0, "-1e+308 is beyond ±2**53"),
+    ("strings", lambda i: "85", 0, "'85' is text, not a number"),
+    ("nan", lambda i: float("nan"), 0, "NaN is not a number"),
+])
+def test_an_item_score_that_is_no_number_is_refused_naming_file_line_and_item(judged, tmp_path, case, score_of,
+                                                                               first_bad, problem):
+    folder, samples = _with_scores(judged, tmp_path / case, score_of)
+    item = json.loads(samples.read_text(encoding="utf-8").splitlines()[first_bad])["judged"]["item_id"]
+    expected = f"{samples}, line {first_bad + 1} (item {item}): gveval_mean: {problem}"
+
+    board = run_capjudge("leaderboard", f"clean={judged}", f"{case}={folder}", "--out", str(tmp_path / "board"))
+    assert board.returncode == 2, board.stdout
+    (line,) = _error_lines(board.stderr, "leaderboard")
+    assert expected in line
+    assert not list((tmp_path / "board").glob("leaderboard.*"))  # never ranked, on the aggregate or otherwise
+
+    report = run_capjudge("report", f"clean={judged}", f"{case}={folder}", "--out", str(tmp_path / "report"))
+    assert report.returncode == 1, report.stdout
+    (line,) = _error_lines(report.stderr, "report")
+    assert expected in line
+    assert not (tmp_path / "report" / "report.html").exists()
