@@ -59,15 +59,8 @@ from capjudge.tasks.harness import (
     record_id,
     setting,
 )
-from capjudge.tasks.judged_task import (
-    DEFAULT_MAX_CAPTION_CHARS,
-    VIDEO_MISSING,
-    JudgedTask,
-    JudgeSettings,
-    count_judged,
-    resolve_max_caption_chars,
-    resolve_samples,
-)
+from capjudge.tasks.judged_task import DEFAULT_MAX_CAPTION_CHARS, VIDEO_MISSING, JudgedTask, JudgeSettings
+from capjudge.tasks.judged_task import count_judged, resolve_max_caption_chars, resolve_samples
 
 __all__ = [
     "ANYCAP_FORMAT",

@@ -56,15 +56,8 @@ from capjudge.tasks.harness import (
     setting,
 )
 from capjudge.judges.gveval_parser import SCORE_NAMES
-from capjudge.tasks.judged_task import (
-    DEFAULT_MAX_CAPTION_CHARS,
-    VIDEO_MISSING,
-    JudgedTask,
-    JudgeSettings,
-    count_judged,
-    resolve_max_caption_chars,
-    resolve_samples,
-)
+from capjudge.tasks.judged_task import DEFAULT_MAX_CAPTION_CHARS, VIDEO_MISSING, JudgedTask, JudgeSettings
+from capjudge.tasks.judged_task import count_judged, resolve_max_caption_chars, resolve_samples
 
 __all__ = [
     "DIMENSIONS",
