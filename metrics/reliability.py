@@ -12,6 +12,9 @@ they form an items x k matrix. From it:
 - each with a BCa CI from the item bootstrap (items resampled, their k replies kept together).
 
 Items with fewer than k judged replies are left out (the one-way ANOVA needs complete rows); how many is said.
+Which field of a logged reply holds a score is the judge's (`capjudge.metrics.leaderboard_replies.
+judge_reply_fields`, the table the leaderboard's noise share reads too): G-VEval's `accuracy` is each reply's
+`scores.accuracy`, AnyCap's `final_score` (what `anycap_score` averages) and `judge_score` are top-level fields.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from capjudge.metrics.bootstrap import BootstrapDistribution, bca_interval, draw_item_indices
+from capjudge.metrics.leaderboard_replies import judge_name, judge_reply_fields, judged_replies, reply_numbers
 
 
 class ReliabilityError(ValueError):
@@ -58,28 +62,64 @@ class RetestReport:
     share: float
 
 
+@dataclass(frozen=True)
+class ReplyScores:
+    """The scores a run's logged replies carry: name -> field in a reply, and those measured unless told."""
+
+    judge: str | None
+    fields: Mapping[str, str]
+    defaults: tuple[str, ...]
+
+
+def reply_scores(lines: Sequence[Mapping[str, Any]]) -> ReplyScores:
+    """The scores of the run's replies, as its judge declares them (those its judged replies carry); for a
+    judge capjudge does not know, the numbers in the first judged reply's `scores` mapping (the convention of
+    `JudgeResult.scores()`)."""
+    judge = judge_name(lines)
+    declared = judge_reply_fields(judge)
+    judged = [reply for line in lines for reply in judged_replies(line) if reply is not None]
+    if declared is not None:
+        logged = {field for reply in judged for field in reply_numbers(reply)}
+        fields = {name: field for name, field in declared.values.items() if field in logged or not judged}
+        return ReplyScores(judge, fields, tuple(name for name in declared.scores if name in fields))
+    scores = judged[0].get("scores") if judged else None
+    names = [name for name, value in scores.items() if _is_number(value)] if isinstance(scores, Mapping) else []
+    return ReplyScores(judge, {name: f"scores.{name}" for name in names}, tuple(names))
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def replies_per_item(lines: Sequence[Mapping[str, Any]]) -> int:
+    """k, the most replies any item logged; a run with one reply per item is not measurable (said so)."""
+    k = max((len(judged_replies(line)) for line in lines), default=0)
+    if k < 2:
+        raise ReliabilityError(
+            "not measurable: the run has one judge reply per item; judge it with k > 1 replies per item "
+            "(CAPJUDGE_JUDGE_SAMPLES=k or the task's judge_samples) to measure judge noise"
+        )
+    return k
+
+
 def sample_matrix(lines: Sequence[Mapping[str, Any]], score: str) -> tuple[np.ndarray, int, int]:
-    """(items x k matrix of the judged replies' `score`, k, items left out) from a run's sample lines."""
-    rows, k, left_out = [], None, 0
-    for line in lines:
-        record = line.get("judged") if isinstance(line.get("judged"), Mapping) else line
-        samples = (record.get("judgment") or {}).get("samples") if isinstance(record, Mapping) else None
-        if not samples:
-            raise ReliabilityError(
-                "not measurable: the run has one judge reply per item; judge it with k > 1 replies per item "
-                "(CAPJUDGE_JUDGE_SAMPLES=k or the task's judge_samples) to measure judge noise"
-            )
-        k = k or len(samples)
-        values = [s.get("scores", {}).get(score) if s.get("failure") is None else None for s in samples]
-        if score not in (samples[0].get("scores") or {}):
-            raise ReliabilityError(f"no score {score!r} in the replies (have: {', '.join(samples[0].get('scores') or {})})")
+    """(items x k matrix of the judged replies' `score`, k, items left out) from a run's sample lines. An item
+    with fewer than k judged replies (a failed reply, or an item never sent: no replies logged) is left out."""
+    k = replies_per_item(lines)
+    available = reply_scores(lines).fields
+    if score not in available:
+        raise ReliabilityError(f"no score {score!r} in the replies (have: {', '.join(available) or 'none'})")
+    field = available[score]
+    rows, left_out = [], 0
+    for item_replies in (judged_replies(line) for line in lines):
+        values = [reply_numbers(reply).get(field) if reply is not None else None for reply in item_replies]
         if len(values) != k or any(v is None for v in values):
             left_out += 1
             continue
-        rows.append([float(v) for v in values])
-    if k is None or len(rows) < 3:
+        rows.append(values)
+    if len(rows) < 3:
         raise ReliabilityError(f"not measurable: {len(rows)} items with all {k} replies judged (need at least 3)")
-    return np.asarray(rows), k, left_out
+    return np.asarray(rows, dtype=float), k, left_out
 
 
 def _components(matrix: np.ndarray) -> tuple[float, float]:

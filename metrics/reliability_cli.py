@@ -115,6 +115,24 @@ def _resampling_problem(args: argparse.Namespace) -> str | None:
     return None
 
 
+def _scores_to_measure(lines: list[dict[str, Any]], asked: list[str] | None, samples: Path) -> list[str]:
+    """The --score names, each one the replies have; without --score, the judge's own scores. Never none:
+    a table without a row would say nothing and look like success."""
+    from capjudge.metrics.reliability import ReliabilityError, replies_per_item, reply_scores
+
+    replies_per_item(lines)  # a run judged once per item is refused as such, whatever --score says
+    found = reply_scores(lines)
+    have = ", ".join(found.fields) or "none"
+    unknown = [name for name in asked or () if name not in found.fields]
+    if unknown:
+        raise ReliabilityError(f"--score {unknown[0]}: no reply in {samples} has that score (have: {have})")
+    names = list(dict.fromkeys(asked or found.defaults))
+    if not names:
+        raise ReliabilityError(f"{samples}: the replies of judge {found.judge or '(unnamed)'} carry no score "
+                               "capjudge knows; name one with --score")
+    return names
+
+
 def _run(args: argparse.Namespace) -> int:
     from capjudge.metrics.jsonl import read_objects
     from capjudge.metrics.reliability import ReliabilityError, retest_statistics, sample_matrix
@@ -134,8 +152,7 @@ def _run(args: argparse.Namespace) -> int:
             raise ReliabilityError(f"{args.run}: {len(found)} samples files of task {args.task!r} (need exactly one; "
                                    "run lmms-eval with --log_samples)")
         lines = read_objects(found[0], ReliabilityError)
-        first = (lines[0].get("judged") or {}).get("judgment", {}).get("samples") if lines else None
-        names = args.score or (list((first[0].get("scores") or {})) if first else ["score"])
+        names = _scores_to_measure(lines, args.score, found[0])
         reports = []
         for name in names:
             matrix, k, left_out = sample_matrix(lines, name)
