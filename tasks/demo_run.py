@@ -21,7 +21,8 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import Any, Sequence
 
-TASKS_DIR = Path(__file__).resolve().parent
+from capjudge.tasks import TASKS_DIR
+
 DEMO_DATA = TASKS_DIR / "demo"
 DEMO_TASKS = ("gveval_demo", "anycap_style_demo")
 CAPTION_SETS = ("good", "fair", "poor")

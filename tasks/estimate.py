@@ -29,7 +29,8 @@ from typing import Any, Callable
 from capjudge.judges.rate_limits import TokenEstimate, estimate_tokens
 from capjudge.judges.types import ChatRequest, JudgeOutcome, JudgeReply, ParseFailure, Usage
 
-TASKS_DIR = Path(__file__).resolve().parent
+from capjudge.tasks import TASKS_DIR
+
 # A reply's length when none is given: G-VEval's four statements with their reasoning run to about this.
 DEFAULT_OUTPUT_TOKENS = 200
 

@@ -35,9 +35,10 @@ from typing import Any, TypeVar
 from capjudge.judges.config import ConfigError
 from capjudge.metrics.jsonl import read_objects
 
+from capjudge.tasks import TASKS_DIR
+
 log = logging.getLogger(__name__)
 
-TASKS_DIR = Path(__file__).resolve().parent
 # The key under which every row carries its videos folder (so worker threads never read the environment).
 VIDEOS_DIR_KEY = "_videos_dir"
 # The key under which every row names the variable that sets its videos folder (for error messages).

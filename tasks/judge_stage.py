@@ -33,7 +33,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-TASKS_DIR = Path(__file__).resolve().parent
+from capjudge.tasks import TASKS_DIR
+
 RESULTS_SUFFIX = "_results.json"
 # A model name longer than this (in UTF-8) is refused: no filesystem takes it as a folder name, and no real
 # model is called that.

@@ -16,7 +16,7 @@ aggregates every key into the results JSON, so a log-only key would show up ther
 record therefore rides as the value of one real metric, `judged` (aggregated by `count_judged`: how many
 items have a valid judgment): `{"item_id", "judge", "judgment"}` — the item's id (lmms-eval drops the
 document from the log), which judge with which settings, and what it said (scores, failure kind, raw reply,
-cache hit, requests). `capjudge.metrics.run_reader` reads it back.
+cache hit, requests). `capjudge.metrics.runs` reads it back.
 """
 
 from __future__ import annotations
