@@ -20,9 +20,8 @@ import numpy as np
 from capjudge.metrics.bootstrap import (
     BootstrapDistribution,
     Interval,
-    bca_interval,
+    bootstrap_intervals,
     draw_item_indices,
-    percentile_interval,
 )
 from capjudge.metrics.correlation import (
     DEFAULT_SETTINGS,
@@ -107,9 +106,7 @@ def krippendorff_alpha(human: np.ndarray, level: AlphaLevel, settings: Bootstrap
     intervals: list[Interval] = []
     if settings.n_resamples > 0:
         distribution = _alpha_distribution(usable, level, value, settings)
-        intervals = [
-            i for i in (percentile_interval(distribution, settings.confidence), bca_interval(distribution, settings.confidence)) if i
-        ]
+        intervals = bootstrap_intervals(distribution, settings.confidence)
     primary = choose_interval(intervals, settings.ci_method)
     return AlphaResult(
         level=level,

@@ -249,6 +249,11 @@ def bootstrap_distribution(
     )
 
 
+def bootstrap_intervals(distribution: BootstrapDistribution, confidence: float) -> list[Interval]:
+    """The percentile and BCa intervals of `distribution`, each where it can be formed (see `choose_interval`)."""
+    return [i for i in (percentile_interval(distribution, confidence), bca_interval(distribution, confidence)) if i]
+
+
 def percentile_interval(distribution: BootstrapDistribution, confidence: float) -> Interval | None:
     if distribution.resampled.size < 2:
         return None

@@ -21,10 +21,9 @@ from capjudge.metrics.bootstrap import (
     WEIGHTED_STATISTICS,
     CoefficientName,
     Interval,
-    bca_interval,
     bootstrap_distribution,
+    bootstrap_intervals,
     draw_item_indices,
-    percentile_interval,
 )
 from capjudge.metrics.correlation import (
     DEFAULT_ANNOTATOR_MODE,
@@ -148,9 +147,7 @@ def _difference(
             n_items,
             indices,
         )
-        intervals = [
-            i for i in (percentile_interval(distribution, settings.confidence), bca_interval(distribution, settings.confidence)) if i
-        ]
+        intervals = bootstrap_intervals(distribution, settings.confidence)
     williams = None
     if name == "pearson" and n_items > 3 and np.ptp(pairs_a.judge) > 0 and np.ptp(pairs_b.judge) > 0:
         r_between, _ = scipy_coefficient("pearson", pairs_a.judge, pairs_b.judge)

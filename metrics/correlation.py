@@ -33,10 +33,9 @@ from capjudge.metrics.bootstrap import (
     BootstrapDistribution,
     CoefficientName,
     Interval,
-    bca_interval,
     bootstrap_distribution,
+    bootstrap_intervals,
     draw_item_indices,
-    percentile_interval,
 )
 
 AnnotatorMode = Literal["expand", "mean"]
@@ -388,9 +387,7 @@ def _coefficient(
         distribution = bootstrap_distribution(
             lambda w: statistic(pairs.judge, pairs.human, w), value, pairs.item_of_pair, n_items, indices
         )
-        intervals.extend(
-            i for i in (percentile_interval(distribution, settings.confidence), bca_interval(distribution, settings.confidence)) if i
-        )
+        intervals.extend(bootstrap_intervals(distribution, settings.confidence))
     if name == "pearson" and n > 3:
         intervals.append(fisher_z_interval(pairs.judge, pairs.human, settings.confidence))
     primary = choose_interval(intervals, settings.ci_method)

@@ -30,10 +30,9 @@ import numpy as np
 from capjudge.metrics.bootstrap import (
     WEIGHTED_STATISTICS,
     CoefficientName,
-    bca_interval,
     bootstrap_distribution,
+    bootstrap_intervals,
     draw_item_indices,
-    percentile_interval,
 )
 from capjudge.metrics.correlation import (
     DEFAULT_SETTINGS,
@@ -229,7 +228,7 @@ def _statistic(name: CoefficientName, design: ClusteredDesign, targets: list[Tar
         _mean_weighted(name, targets), value, design.clip_of_candidate, design.n_clips, design.indices
     )
     confidence = design.settings.confidence
-    intervals = [i for i in (percentile_interval(distribution, confidence), bca_interval(distribution, confidence)) if i]
+    intervals = bootstrap_intervals(distribution, confidence)
     primary = choose_interval(intervals, design.settings.ci_method)
     return ProtocolStatistic(
         name=name,
