@@ -89,7 +89,7 @@ $(MIN_VENV)/.installed: pyproject.toml .setup/lowest_requirements.py
 	@touch $@
 
 demo: setup
-	$(PY) -m capjudge.judges.cli demo
+	$(PY) -m capjudge.tasks.cli demo
 
 # Rewrites the committed demo split (clips, items, captions) in tasks/demo; tests check it is unchanged.
 demo-data: setup

@@ -32,8 +32,8 @@ def server(_running_server):
 @pytest.fixture
 def make_client(tmp_path):
     """Build a JudgeClient against a server; no real sleeping between retries (delays are recorded)."""
-    from capjudge.judges.client import JudgeClient
-    from capjudge.judges.config import JudgeConfig
+    from capjudge.judges.client.judge_client import JudgeClient
+    from capjudge.judges.client.config import JudgeConfig
 
     made = []
 
@@ -99,6 +99,6 @@ def run_capjudge(*args: str, stdin: str = "", env: dict[str, str] | None = None,
     environment = {key: value for key, value in os.environ.items() if key != "MODEL_VERSION"}
     environment.update(env or {})
     return subprocess.run(
-        [sys.executable, "-m", "capjudge.judges.cli", *args],
+        [sys.executable, "-m", "capjudge.tasks.cli", *args],
         input=stdin, capture_output=True, text=True, cwd=REPO_ROOT, env=environment, timeout=timeout,
     )

@@ -41,8 +41,8 @@ _OUTPUT_TAIL = 4000
 # {"pid", "judged", "failures"}. Several at once, sharing CAPJUDGE_CACHE's folder, share one budget.
 TEXT_JUDGE_SCRIPT = """
 import json, os, sys
-from capjudge.judges.client import JudgeClient
-from capjudge.judges.config import JudgeConfig
+from capjudge.judges.client.judge_client import JudgeClient
+from capjudge.judges.client.config import JudgeConfig
 from capjudge.judges.types import ChatRequest
 n, offset, words, max_tokens = (int(a) for a in sys.argv[1:5])
 client = JudgeClient(JudgeConfig.from_env(model="test-judge"))
@@ -244,7 +244,7 @@ from __future__ import annotations
 
 import re
 
-from capjudge.judges.client import shared_client
+from capjudge.judges.client.judge_client import shared_client
 from capjudge.judges.types import ChatRequest, ParseFailure
 
 JUDGE_VERSION = "stand-in-gveval-1"
@@ -349,7 +349,7 @@ def judge_synthetic_msvd(folder: Path, judge_base_url: str, *, n_items: int, sam
            "CAPJUDGE_JUDGE_SAMPLES": str(samples), "CAPJUDGE_GVEVAL_SCORING": "text", "HF_DATASETS_OFFLINE": "1",
            "HF_HUB_OFFLINE": "1", "HF_DATASETS_CACHE": str(folder / "hf"), "PATH": "/usr/bin:/bin", "HOME": str(folder)}
     out = folder / "out"
-    result = subprocess.run([sys.executable, "-m", "capjudge.judges.cli", "judge", "--captions", str(captions),
+    result = subprocess.run([sys.executable, "-m", "capjudge.tasks.cli", "judge", "--captions", str(captions),
                              "--task", "gveval_references", "--out", str(out)], cwd=REPO_ROOT, env=env,
                             capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]

@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from capjudge.metrics.agreement import annotator_agreement, krippendorff_alpha
-from capjudge.metrics.compare import compare_scorers, williams_test
-from capjudge.metrics.correlation import BootstrapSettings
-from capjudge.metrics.msvd_eval import DIMENSIONS, human_matrix, load_msvd_eval
+from capjudge.metrics.statistics.annotator_agreement import annotator_agreement, krippendorff_alpha
+from capjudge.metrics.statistics.compare import compare_scorers, williams_test
+from capjudge.metrics.statistics.correlation import BootstrapSettings
+from capjudge.metrics.human_correlation.msvd_eval import DIMENSIONS, human_matrix, load_msvd_eval
 
 MSVD_PATH = Path(__file__).resolve().parents[2] / "shared" / "data" / "msvd_eval" / "MSVD-Eval.json"
 FAST = BootstrapSettings(n_resamples=200, seed=0)

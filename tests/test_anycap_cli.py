@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from capjudge.judges.anycap import build_request
+from capjudge.judges.anycap.judge import build_request
 from conftest import run_capjudge as capjudge
 from videos import make_video
 

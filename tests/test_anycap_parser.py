@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from capjudge.judges.anycap_parser import AnyCapVerdict, parse_anycap_reply
+from capjudge.judges.anycap.parser import AnyCapVerdict, parse_anycap_reply
 from capjudge.judges.types import JudgeReply, ParseFailure, Usage
 
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from capjudge.judges.anycap import (
+from capjudge.judges.anycap.judge import (
     JUDGE_VERSION,
     AnyCapJudge,
     AnyCapResult,
@@ -17,8 +17,8 @@ from capjudge.judges.anycap import (
     load_template,
     render_prompt,
 )
-from capjudge.judges.anycap_parser import AnyCapVerdict
-from capjudge.judges.length_rule import UnknownCaptionType, check_instruction_restriction, check_length_tolerance
+from capjudge.judges.anycap.parser import AnyCapVerdict
+from capjudge.judges.anycap.length_rule import UnknownCaptionType, check_instruction_restriction, check_length_tolerance
 from capjudge.judges.types import ImagePart
 from capjudge.judges.video import VideoError
 from conftest import shared_path

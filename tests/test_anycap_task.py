@@ -18,7 +18,7 @@ import json
 from types import SimpleNamespace
 
 import pytest
-from capjudge.tasks.anycap_task import AnyCapSettings, judge_item, parse_anycap_record
+from capjudge.tasks.judged.anycap_task import AnyCapSettings, judge_item, parse_anycap_record
 from conftest import shared_path
 from harness_runs import TEST_JUDGE_MODEL, judge_server, run_lmms_eval
 from videos import frame_index_of, make_video

@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from capjudge.metrics.baselines import BASELINE_SCORERS, BaselineUnavailable, caption_metric_scores, check_requirements
-from capjudge.metrics.msvd_eval import AccrScores, MsvdEvalError, MsvdItem, human_matrix, load_msvd_eval
+from capjudge.metrics.human_correlation.baselines import BASELINE_SCORERS, BaselineUnavailable, caption_metric_scores, check_requirements
+from capjudge.metrics.human_correlation.msvd_eval import AccrScores, MsvdEvalError, MsvdItem, human_matrix, load_msvd_eval
 
 MSVD_PATH = Path(__file__).resolve().parents[2] / "shared" / "data" / "msvd_eval" / "MSVD-Eval.json"
 

@@ -31,7 +31,7 @@ def _command(tmp_path, judge, *extra):
     env = {"OPENAI_BASE_URL": judge.base_url, "OPENAI_API_KEY": TEST_API_KEY, "MODEL_VERSION": TEST_JUDGE_MODEL,
            "CAPJUDGE_CACHE": str(tmp_path / "cache.sqlite"), "HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1",
            "HF_DATASETS_CACHE": str(tmp_path / "hf"), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
-    command = [sys.executable, "-m", "capjudge.judges.cli", "judge", "--captions", str(CAPTIONS), "--task", TASK,
+    command = [sys.executable, "-m", "capjudge.tasks.cli", "judge", "--captions", str(CAPTIONS), "--task", TASK,
                "--out", str(tmp_path / "out"), "--batch", "--poll-seconds", "0.05", *extra]
     return command, env
 

@@ -15,8 +15,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from capjudge.judges.config import ConfigError, JudgeConfig
-from capjudge.judges.rate_limits import (
+from capjudge.judges.client.config import ConfigError, JudgeConfig
+from capjudge.judges.client.rate_limits import (
     RateLimitHeaderError,
     image_tokens,
     parse_duration,

@@ -30,12 +30,12 @@ def judge(tmp_path, server, cache, out="out"):
            "CAPJUDGE_CACHE": str(cache), "HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1",
            "HF_DATASETS_CACHE": str(tmp_path / "hf"), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
     return subprocess.run(
-        [sys.executable, "-m", "capjudge.judges.cli", "judge", "--captions", str(CAPTIONS), "--task", TASK,
+        [sys.executable, "-m", "capjudge.tasks.cli", "judge", "--captions", str(CAPTIONS), "--task", TASK,
          "--out", str(tmp_path / out)], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=600)
 
 
 def merge(*args):
-    return subprocess.run([sys.executable, "-m", "capjudge.judges.cli", "cache", "merge", *map(str, args)],
+    return subprocess.run([sys.executable, "-m", "capjudge.tasks.cli", "cache", "merge", *map(str, args)],
                           cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
 
 

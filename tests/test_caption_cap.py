@@ -38,7 +38,7 @@ def _judge(tmp_path, judge, captions, extra_env=None):
            "HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1", "HF_DATASETS_CACHE": str(tmp_path / "hf"),
            "PATH": "/usr/bin:/bin", "HOME": str(tmp_path), **(extra_env or {})}
     return subprocess.run(
-        [sys.executable, "-m", "capjudge.judges.cli", "judge", "--captions", str(captions), "--task", TASK,
+        [sys.executable, "-m", "capjudge.tasks.cli", "judge", "--captions", str(captions), "--task", TASK,
          "--out", str(tmp_path / "out")],
         cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=600,
     )

@@ -12,7 +12,7 @@ import threading
 
 import pytest
 
-from capjudge.judges.config import ConfigError, JudgeConfig
+from capjudge.judges.client.config import ConfigError, JudgeConfig
 from capjudge.judges.types import ChatRequest, ImagePart, JudgeReply, ParseFailure
 from openai_server import Fault, OpenAITestServer, Reply, with_logprobs
 from conftest import REPO_ROOT, TESTS_DIR
@@ -150,8 +150,8 @@ def test_no_cache_means_every_call_asks(server, make_client):
 WORKER = textwrap.dedent(
     """
     import json, sys
-    from capjudge.judges.client import JudgeClient
-    from capjudge.judges.config import JudgeConfig
+    from capjudge.judges.client.judge_client import JudgeClient
+    from capjudge.judges.client.config import JudgeConfig
     from capjudge.judges.types import ChatRequest
     base_url, cache, start, stop = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
     client = JudgeClient(JudgeConfig(base_url=base_url, api_key="sk-test", model="m", cache_path=cache))
@@ -190,7 +190,7 @@ def test_two_processes_writing_one_cache_at_once_do_not_corrupt_it(tmp_path):
         assert len(distinct_prompts) == 100
         # Only the 20 overlapping items can have been asked twice (both processes in flight at once).
         assert len(server.log) <= 120
-    from capjudge.judges.cache import ReplyCache
+    from capjudge.judges.client.cache import ReplyCache
     assert len(ReplyCache(cache)) == 100
     import sqlite3
     assert sqlite3.connect(cache).execute("PRAGMA integrity_check").fetchone()[0] == "ok"
@@ -240,7 +240,7 @@ SECRET = "sk-capjudge-FAKE-0123456789abcdef"
 
 
 def test_the_api_key_is_sent_but_never_recorded(tmp_path, caplog):
-    from capjudge.judges.client import JudgeClient
+    from capjudge.judges.client.judge_client import JudgeClient
 
     def echo_key(body):  # a hostile server that puts the key in its error text and replies
         return Reply(f"your key is {SECRET}")
@@ -281,7 +281,7 @@ def test_environment_then_arguments():
 
 
 def test_azure_backend_talks_to_the_deployment_route(server, tmp_path):
-    from capjudge.judges.client import JudgeClient
+    from capjudge.judges.client.judge_client import JudgeClient
 
     config = JudgeConfig.from_env(env={
         "API_TYPE": "azure", "AZURE_OPENAI_API_KEY": "az-key", "AZURE_OPENAI_ENDPOINT": server.base_url.removesuffix("/v1"),

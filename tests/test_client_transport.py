@@ -12,7 +12,7 @@ from dataclasses import asdict
 
 import pytest
 
-from capjudge.judges.cache import CacheError, ReplyCache, reply_to_json
+from capjudge.judges.client.cache import CacheError, ReplyCache, reply_to_json
 from capjudge.judges.types import ChatRequest, JudgeReply, TokenLogprob, Usage
 from openai_server import OpenAITestServer
 

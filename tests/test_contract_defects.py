@@ -7,9 +7,9 @@ import math
 
 import numpy as np
 import pytest
-from capjudge.judges.gveval import PUBLISHED_MODEL, GVEvalJudge
-from capjudge.metrics.compare import compare_scorers
-from capjudge.tasks.anycap_task import mean_of_type_means
+from capjudge.judges.gveval.judge import PUBLISHED_MODEL, GVEvalJudge
+from capjudge.metrics.statistics.compare import compare_scorers
+from capjudge.tasks.judged.anycap_task import mean_of_type_means
 from conftest import run_capjudge
 from videos import make_video
 
@@ -40,7 +40,7 @@ def test_a_bug_while_building_a_request_raises_instead_of_passing_for_bad_input(
     def broken_strip(frames):  # stands for any programming error inside frame drawing
         raise ValueError("bug: strip drawing failed")
 
-    monkeypatch.setattr("capjudge.judges.frame_strip.build_strip", broken_strip)
+    monkeypatch.setattr("capjudge.judges.gveval.frame_strip.build_strip", broken_strip)
     with pytest.raises(ValueError, match="bug: strip drawing failed"):
         GVEvalJudge(make_client(server)).judge(CAPTION, video=clip)
     assert server.log == []

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from capjudge.metrics.baselines import BASELINE_SCORERS
+from capjudge.metrics.human_correlation.baselines import BASELINE_SCORERS
 from conftest import run_capjudge
-from capjudge.metrics.msvd_eval import DIMENSIONS, human_matrix, load_msvd_eval
+from capjudge.metrics.human_correlation.msvd_eval import DIMENSIONS, human_matrix, load_msvd_eval
 
 MSVD_PATH = Path(__file__).resolve().parents[2] / "shared" / "data" / "msvd_eval" / "MSVD-Eval.json"
 COEFFICIENT_KEYS = {"kendall_b", "kendall_c", "pearson", "spearman"}

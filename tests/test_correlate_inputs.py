@@ -157,7 +157,7 @@ def judged_run(tmp_path_factory):
     with judge_server() as judge:
         env["OPENAI_BASE_URL"] = judge.base_url
         done = subprocess.run(
-            [sys.executable, "-m", "capjudge.judges.cli", "judge", "--captions",
+            [sys.executable, "-m", "capjudge.tasks.cli", "judge", "--captions",
              str(REPO_ROOT / "tasks" / "demo" / "captions_good.jsonl"), "--task", TASK, "--out", str(root / "run")],
             cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=600,
         )

@@ -1,4 +1,4 @@
-"""capjudge.metrics.correlation / bootstrap / harness_aggregation against scipy, on MSVD-Eval and synthetic data."""
+"""capjudge.metrics.statistics.correlation / bootstrap / harness_aggregation against scipy, on MSVD-Eval and synthetic data."""
 
 from __future__ import annotations
 
@@ -9,20 +9,20 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from capjudge.metrics import harness_aggregation
-from capjudge.metrics.bootstrap import (
+from capjudge.tasks.judged import aggregations as harness_aggregation
+from capjudge.metrics.statistics.bootstrap import (
     WEIGHTED_STATISTICS,
     _kendall_by_expansion,
     draw_item_indices,
     resample_weights,
 )
-from capjudge.metrics.correlation import (
+from capjudge.metrics.statistics.correlation import (
     BootstrapSettings,
     HumanScoreError,
     build_pairs,
     correlate,
 )
-from capjudge.metrics.msvd_eval import human_matrix, load_msvd_eval
+from capjudge.metrics.human_correlation.msvd_eval import human_matrix, load_msvd_eval
 
 MSVD_PATH = Path(__file__).resolve().parents[2] / "shared" / "data" / "msvd_eval" / "MSVD-Eval.json"
 SCIPY = {
@@ -126,7 +126,7 @@ def test_expand_bootstrap_resamples_items_not_pairs():
 
 def test_blocked_and_expanded_evaluation_give_identical_intervals(monkeypatch):
     """Large inputs take other code paths (weights in blocks, Kendall by expansion); same numbers."""
-    from capjudge.metrics import bootstrap
+    from capjudge.metrics.statistics import bootstrap
 
     rng = np.random.default_rng(3)
     judge = rng.integers(1, 8, 45).astype(float)
@@ -252,7 +252,7 @@ def test_large_sets_count_kendall_per_rating_level_exactly_as_scipy():
     # Above 2,500 pairs the O(P^2) matrix is replaced by counting per rating level; ties on both sides.
     from scipy.stats import kendalltau
 
-    from capjudge.metrics.bootstrap import draw_item_indices, resample_weights, weighted_kendall
+    from capjudge.metrics.statistics.bootstrap import draw_item_indices, resample_weights, weighted_kendall
 
     rng = np.random.default_rng(7)
     n = 3000
@@ -268,7 +268,7 @@ def test_large_sets_count_kendall_per_rating_level_exactly_as_scipy():
 
 
 def test_large_sets_get_a_grouped_jackknife_and_still_a_bca_interval():
-    from capjudge.metrics.bootstrap import jackknife_units
+    from capjudge.metrics.statistics.bootstrap import jackknife_units
 
     n = 3000
     units, n_units = jackknife_units(np.repeat(np.arange(n), 2), n)  # two annotators per item

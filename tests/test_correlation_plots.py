@@ -19,8 +19,8 @@ import pytest
 from PIL import Image
 from scipy import stats
 
-from capjudge.metrics.correlation import BootstrapSettings
-from capjudge.metrics.correlation_plots import (
+from capjudge.metrics.statistics.correlation import BootstrapSettings
+from capjudge.metrics.human_correlation.plots import (
     JITTER_FRACTION,
     draw_scatter,
     draw_tau_chart,
@@ -28,8 +28,8 @@ from capjudge.metrics.correlation_plots import (
     tau_entries,
     tie_jitter,
 )
-from capjudge.metrics.msvd_eval import DIMENSIONS, human_matrix, load_msvd_eval
-from capjudge.metrics.report import build_report, report_to_json
+from capjudge.metrics.human_correlation.msvd_eval import DIMENSIONS, human_matrix, load_msvd_eval
+from capjudge.metrics.human_correlation.report import build_report, report_to_json
 from conftest import run_capjudge, shared_path
 
 SETTINGS = BootstrapSettings(n_resamples=200, seed=3)

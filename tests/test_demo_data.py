@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from capjudge.judges.length_rule import (
+from capjudge.judges.anycap.length_rule import (
     check_instruction_restriction,
     check_length_tolerance,
 )

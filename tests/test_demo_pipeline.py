@@ -23,7 +23,7 @@ def test_demo_runs_end_to_end_with_the_real_local_judge(tmp_path):
     env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1",
            "HF_DATASETS_CACHE": str(tmp_path / "hf")}
     completed = subprocess.run(
-        [sys.executable, "-m", "capjudge.judges.cli", "demo", "--out", str(out), "--limit", "2", "--caption-sets", "good"],
+        [sys.executable, "-m", "capjudge.tasks.cli", "demo", "--out", str(out), "--limit", "2", "--caption-sets", "good"],
         cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=900,
     )
     assert completed.returncode == 0, completed.stdout[-3000:] + completed.stderr[-3000:]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from capjudge.judges.rate_limits import image_tokens
+from capjudge.judges.client.rate_limits import image_tokens
 from conftest import REPO_ROOT, run_capjudge
 
 ENV = {"OPENAI_BASE_URL": "http://127.0.0.1:9/v1", "HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1"}

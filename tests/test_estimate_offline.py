@@ -20,7 +20,7 @@ def _estimate(tmp_path, *arguments: str, env: dict[str, str] | None = None):
     clean = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1",
              "HF_DATASETS_CACHE": str(tmp_path / "hf"), "CAPJUDGE_CACHE": str(tmp_path / "cache" / "judge.sqlite"),
              **(env or {})}
-    return subprocess.run([sys.executable, "-m", "capjudge.judges.cli", "estimate", "--task", TASK, *arguments],
+    return subprocess.run([sys.executable, "-m", "capjudge.tasks.cli", "estimate", "--task", TASK, *arguments],
                           cwd=REPO_ROOT, env=clean, capture_output=True, text=True, timeout=600)
 
 

@@ -8,7 +8,7 @@ import json
 import pytest
 from PIL import Image
 
-from capjudge.judges.gveval import render_prompt
+from capjudge.judges.gveval.judge import render_prompt
 from conftest import run_capjudge as capjudge
 from videos import make_video
 

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from capjudge.judges.gveval_parser import (
+from capjudge.judges.gveval.parser import (
     MARKER_IN_NUMBER_TOKEN,
     NO_INTEGER_ALTERNATIVES,
     NO_LOGPROBS,

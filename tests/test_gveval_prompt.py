@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from capjudge.judges import gveval
-from capjudge.judges.frame_strip import BAR_HEIGHT, FRAME_HEIGHT, TILE_WIDTH, build_strip
-from capjudge.judges.gveval import (
+from capjudge.judges.gveval import judge as gveval
+from capjudge.judges.gveval.frame_strip import BAR_HEIGHT, FRAME_HEIGHT, TILE_WIDTH, build_strip
+from capjudge.judges.gveval.judge import (
     DEFAULT_SAMPLING,
     JUDGE_VERSION,
     PUBLISHED_MODEL,
@@ -23,7 +23,7 @@ from capjudge.judges.gveval import (
     load_template,
     render_prompt,
 )
-from capjudge.judges.gveval_parser import GVEvalResult
+from capjudge.judges.gveval.parser import GVEvalResult
 from capjudge.judges.types import ChatRequest, ImagePart, JudgeOutcome, JudgeReply, ParseFailure, Usage
 from capjudge.judges.video import VideoError, sample_indices
 from videos import frame_colour, frame_index_of, make_video

@@ -77,7 +77,7 @@ def _judge(judge, tmp: Path, captions: str, task: str, out: Path, env: dict[str,
                    "HF_DATASETS_CACHE": str(tmp / "hf"), "PATH": "/usr/bin:/bin", "HOME": str(tmp),
                    "CAPJUDGE_MAX_FAILURE_RATE": "1", **(env or {})}
     done = subprocess.run(
-        [sys.executable, "-m", "capjudge.judges.cli", "judge", "--captions", str(DEMO / f"captions_{captions}.jsonl"),
+        [sys.executable, "-m", "capjudge.tasks.cli", "judge", "--captions", str(DEMO / f"captions_{captions}.jsonl"),
          "--model-name", captions, "--task", task, "--out", str(out)],
         check=False, cwd=REPO_ROOT, env=environment, capture_output=True, text=True, timeout=300,
     )
@@ -287,7 +287,7 @@ def test_filters_change_the_visible_items_and_sorting_orders_them(runs, open_pag
 
 
 def test_a_leaderboard_row_links_to_its_items(runs, open_page):
-    from capjudge.metrics.item_report import items_link
+    from capjudge.metrics.item_report.report import items_link
 
     link = items_link(ANYCAP, "poor")
     page_name, fragment = link.split("#", 1)
@@ -364,7 +364,7 @@ def test_a_run_without_log_samples_is_refused_naming_it(runs, tmp_path):
 
 
 def test_a_clip_that_cannot_be_decoded_is_a_message_not_a_crash(tmp_path):
-    from capjudge.metrics.item_frames import FrameRenderer, FrameRequest
+    from capjudge.metrics.item_report.frames import FrameRenderer, FrameRequest
 
     broken = tmp_path / "broken.mp4"
     broken.write_bytes(b"not a video at all" * 100)

@@ -6,13 +6,13 @@ from __future__ import annotations
 import json
 
 import pytest
-from capjudge.judges.anycap import AnyCapResult
-from capjudge.judges.gveval_parser import SCORE_NAMES, GVEvalResult
-from capjudge.judges.length_rule import check_length_tolerance
+from capjudge.judges.anycap.judge import AnyCapResult
+from capjudge.judges.gveval.parser import SCORE_NAMES, GVEvalResult
+from capjudge.judges.anycap.length_rule import check_length_tolerance
 from capjudge.judges.types import JudgeResult, ParseFailure
-from capjudge.tasks.anycap_task import AnyCapSettings, AnyCapTask
-from capjudge.tasks.gveval_task import GVEvalSettings, GVEvalTask
-from capjudge.tasks.judged_task import RECORD_METRIC, count_judged
+from capjudge.tasks.judged.anycap_task import AnyCapSettings, AnyCapTask
+from capjudge.tasks.judged.gveval_task import GVEvalSettings, GVEvalTask
+from capjudge.tasks.judged.judged_task import RECORD_METRIC, count_judged
 
 
 def _results():
@@ -59,7 +59,7 @@ def test_one_task_path_for_a_missing_video(task, settings, doc):
 
 
 def test_identity_has_one_shape_for_both_judges():
-    from capjudge.judges.config import JudgeConfig
+    from capjudge.judges.client.config import JudgeConfig
 
     config = JudgeConfig.from_env({"OPENAI_BASE_URL": "http://127.0.0.1:9/v1"})
     identities = [GVEvalSettings.resolve({}, env={}).identity(config), AnyCapSettings.resolve({}, env={}).identity(config)]

@@ -92,8 +92,8 @@ def old_key(body, judge_version, sample_index):
 
 
 def test_servers_that_say_nothing_beyond_the_name_and_openai_and_azure_keep_the_keys_old_caches_hold(tmp_path, server):
-    from capjudge.judges.cache import asks_for_identity
-    from capjudge.judges.config import JudgeConfig
+    from capjudge.judges.client.cache import asks_for_identity
+    from capjudge.judges.client.config import JudgeConfig
 
     cache = tmp_path / "cache.sqlite"
     result = judge(tmp_path, server, cache)
@@ -113,9 +113,9 @@ def test_servers_that_say_nothing_beyond_the_name_and_openai_and_azure_keep_the_
 
 
 def test_serve_local_lists_the_sha256_of_the_weights_it_serves_and_the_client_keys_by_it(tmp_path):
-    from capjudge.judges.client import JudgeClient
-    from capjudge.judges.local_options import default_model_path
-    from capjudge.judges.local_server import LocalJudgeServer
+    from capjudge.judges.client.judge_client import JudgeClient
+    from capjudge.judges.local.options import default_model_path
+    from capjudge.judges.local.launcher import LocalJudgeServer
 
     weights = default_model_path()
     expected = hashlib.sha256(weights.read_bytes()).hexdigest()

@@ -13,7 +13,7 @@ import threading
 
 import numpy as np
 import pytest
-from capjudge.metrics.reliability import ReliabilityError, retest_statistics, sample_matrix
+from capjudge.metrics.statistics.reliability import ReliabilityError, retest_statistics, sample_matrix
 from conftest import REPO_ROOT, run_capjudge
 from harness_runs import judge_synthetic_msvd
 from openai_server import OpenAITestServer, Reply, prompt_text

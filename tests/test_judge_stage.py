@@ -32,7 +32,7 @@ def _judge(tmp_path, judge, *arguments, cache, extra_env=None):
     import subprocess
     import sys
 
-    return subprocess.run([sys.executable, "-m", "capjudge.judges.cli", "judge", *arguments], cwd=REPO_ROOT,
+    return subprocess.run([sys.executable, "-m", "capjudge.tasks.cli", "judge", *arguments], cwd=REPO_ROOT,
                           env=_judge_env(tmp_path, judge, cache, extra_env), capture_output=True, text=True, timeout=600)
 
 
@@ -82,8 +82,8 @@ def test_a_predict_only_run_is_judged_later_and_shares_the_cache_with_lmms_eval(
     assert "item_id,none" not in staged_results  # no log-only pseudo-metrics
 
     # The leaderboard reads the staged run like any other.
-    from capjudge.metrics.leaderboard import LeaderboardSettings, build_leaderboard
-    from capjudge.metrics.runs import read_runs
+    from capjudge.metrics.leaderboard.board import LeaderboardSettings, build_leaderboard
+    from capjudge.metrics.files.runs import read_runs
 
     runs, _ = read_runs([f"staged={results_file}", f"harness={harness.results_file}"])
     board = build_leaderboard(runs, LeaderboardSettings(n_resamples=100, n_permutations=100))
@@ -176,7 +176,7 @@ def test_a_killed_two_process_stage_leaves_no_worker_behind_and_its_rerun_asks_o
     slow = {"CAPJUDGE_MAX_CONCURRENCY": "2"}  # one request at a time per worker: 5 items each, 0.6 s apiece
     with judge_server(latency=0.6) as judge:
         judge.identify_clients = True
-        stage = subprocess.Popen([sys.executable, "-m", "capjudge.judges.cli", "judge", *arguments], cwd=REPO_ROOT,
+        stage = subprocess.Popen([sys.executable, "-m", "capjudge.tasks.cli", "judge", *arguments], cwd=REPO_ROOT,
                                  env=_judge_env(tmp_path, judge, cache, slow), stdout=subprocess.DEVNULL,
                                  stderr=subprocess.DEVNULL,
                                  # A runner that starts the suite in the background (`make test &` in a script)

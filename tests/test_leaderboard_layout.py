@@ -2,7 +2,7 @@
 leaderboard.md within 120 columns for 10 models on both tasks' full metric lists (G-VEval with its per-
 dimension scores and judge-human correlations, AnyCap with its per-type scores, rates and caption length).
 
-The runs are built in memory with the shapes `capjudge.metrics.runs` reads from lmms-eval (the real-run
+The runs are built in memory with the shapes `capjudge.metrics.files.runs` reads from lmms-eval (the real-run
 path is tests/test_leaderboard.py); every file is written by the real writers and read back.
 """
 
@@ -16,9 +16,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from capjudge.metrics.leaderboard import LeaderboardSettings, build_leaderboard
-from capjudge.metrics.leaderboard_render import MARKDOWN_WIDTH, MODEL_NAME_WIDTH, short_names, write_leaderboard
-from capjudge.metrics.runs import JudgeInfo, Run, TaskRun
+from capjudge.metrics.leaderboard.board import LeaderboardSettings, build_leaderboard
+from capjudge.metrics.leaderboard.render import MARKDOWN_WIDTH, MODEL_NAME_WIDTH, short_names, write_leaderboard
+from capjudge.metrics.files.runs import JudgeInfo, Run, TaskRun
 
 SETTINGS = LeaderboardSettings(n_resamples=300, n_permutations=300)
 N_ITEMS = 40

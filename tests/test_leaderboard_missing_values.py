@@ -10,9 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from capjudge.metrics.leaderboard import LeaderboardSettings, build_leaderboard
-from capjudge.metrics.runs import JudgeInfo, Run, TaskRun
-from capjudge.metrics.leaderboard_render import write_leaderboard
+from capjudge.metrics.leaderboard.board import LeaderboardSettings, build_leaderboard
+from capjudge.metrics.files.runs import JudgeInfo, Run, TaskRun
+from capjudge.metrics.leaderboard.render import write_leaderboard
 
 TASK = "gveval_demo"
 SETTINGS = LeaderboardSettings(n_resamples=200, n_permutations=200)

@@ -25,7 +25,7 @@ from conftest import REPO_ROOT, run_capjudge
 from harness_runs import judge_synthetic_msvd
 from openai_server import OpenAITestServer, Reply, prompt_text
 
-from capjudge.metrics.leaderboard_stats import LeaderboardSettings, mean_estimate, paired_comparison
+from capjudge.metrics.leaderboard.stats import LeaderboardSettings, mean_estimate, paired_comparison
 
 N = 200
 # The bootstrap's own Monte Carlo error of the share at 2,000 resamples, measured over 30 bootstrap seeds on
@@ -280,9 +280,9 @@ def test_one_reply_per_item_reports_no_judge_noise(judged):
                                 options=("--report-url", "report/report.html#task={task}&model={model}"))
     assert "Judge noise" not in markdown and "two-level" not in markdown
     assert alone["single run"][f"{TASK}/gveval_accuracy_judge_noise_share"] == ""
-    # The hook for the per-item report (`capjudge report`'s address scheme, capjudge.metrics.item_report.
+    # The hook for the per-item report (`capjudge report`'s address scheme, capjudge.metrics.item_report.report.
     # items_link): each row links to the model's items of the task, URL-quoted.
-    from capjudge.metrics.item_report import items_link
+    from capjudge.metrics.item_report.report import items_link
 
     page = (root / "k1_alone" / "leaderboard.html").read_text(encoding="utf-8")
     expected = "report/" + items_link(TASK, "single run")
@@ -340,7 +340,7 @@ def test_anycap_scores_are_traced_to_the_final_score_of_each_reply(tmp_path):
                "CAPJUDGE_CACHE": str(tmp_path / "cache.sqlite"), "CAPJUDGE_JUDGE_SAMPLES": "3",
                "HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1", "HF_DATASETS_CACHE": str(tmp_path / "hf"),
                "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
-        result = subprocess.run([sys.executable, "-m", "capjudge.judges.cli", "judge", "--captions", str(captions),
+        result = subprocess.run([sys.executable, "-m", "capjudge.tasks.cli", "judge", "--captions", str(captions),
                                  "--task", "anycap_style_demo", "--out", str(tmp_path / "out")], cwd=REPO_ROOT,
                                 env=env, capture_output=True, text=True, timeout=600)
         assert result.returncode == 0, result.stderr[-3000:]
@@ -348,8 +348,8 @@ def test_anycap_scores_are_traced_to_the_final_score_of_each_reply(tmp_path):
     replies = [s for line in samples.read_text().splitlines() for s in json.loads(line)["judged"]["judgment"]["samples"]]
     assert any(r["capped_by"] is not None and r["judge_score"] > r["final_score"] for r in replies)
 
-    from capjudge.metrics.leaderboard_replies import task_replies
-    from capjudge.metrics.runs import read_runs
+    from capjudge.metrics.leaderboard.replies import task_replies
+    from capjudge.metrics.files.runs import read_runs
 
     (run,), _ = read_runs([str(tmp_path / "out")])
     task_run = run.tasks["anycap_style_demo"]

@@ -7,7 +7,7 @@ from collections import Counter
 
 import pytest
 
-from capjudge.judges.length_rule import (
+from capjudge.judges.anycap.length_rule import (
     FLAG_REFERENCE_HAS_NO_WORDS,
     FLAG_RESTRICTION_UNRECOGNISED,
     InvalidTolerance,

@@ -51,7 +51,7 @@ def _server_pid(parent: int) -> int | None:
             command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
         except OSError:
             continue
-        if b"capjudge.judges.local_serving" in command:
+        if b"capjudge.judges.local.llama_server" in command:
             return pid
     return None
 
@@ -80,7 +80,7 @@ def _wait_for(condition, timeout: float, what: str):
 def test_demo_stops_at_once_when_the_judge_dies_and_a_rerun_resumes_from_the_cache(tmp_path):
     out = tmp_path / "demo"
     cache = out / "judge_cache.sqlite"
-    command = [sys.executable, "-m", "capjudge.judges.cli", "demo", "--out", str(out), "--limit", "3",
+    command = [sys.executable, "-m", "capjudge.tasks.cli", "demo", "--out", str(out), "--limit", "3",
                "--caption-sets", "good"]
     demo = subprocess.Popen(command, cwd=REPO_ROOT, env=_clean_env(tmp_path), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
@@ -116,7 +116,7 @@ def test_demo_stops_at_once_when_the_judge_dies_and_a_rerun_resumes_from_the_cac
 def test_serve_local_reports_a_crashed_server_with_its_signal_and_advice(tmp_path):
     log = tmp_path / "server.log"
     serve = subprocess.Popen(
-        [sys.executable, "-m", "capjudge.judges.cli", "serve-local", "--port", "0", "--quiet", "--log", str(log)],
+        [sys.executable, "-m", "capjudge.tasks.cli", "serve-local", "--port", "0", "--quiet", "--log", str(log)],
         cwd=REPO_ROOT, env=_clean_env(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     try:

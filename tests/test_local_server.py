@@ -11,11 +11,12 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from capjudge.judges.client import JudgeClient
-from capjudge.judges import anycap, gveval
-from capjudge.judges.local_options import LocalServerError, ServeOptions, default_model_path, honesty_notice
-from capjudge.judges.local_server import LocalJudgeServer
-from capjudge.judges.local_serving import text_only_messages
+from capjudge.judges.client.judge_client import JudgeClient
+from capjudge.judges.anycap import judge as anycap
+from capjudge.judges.gveval import judge as gveval
+from capjudge.judges.local.options import LocalServerError, ServeOptions, default_model_path, honesty_notice
+from capjudge.judges.local.launcher import LocalJudgeServer
+from capjudge.judges.local.llama_server import text_only_messages
 from capjudge.judges.types import ChatRequest, ImagePart, JudgeReply, ParseFailure
 from conftest import REPO_ROOT
 from PIL import Image
@@ -202,11 +203,11 @@ def test_default_weights_are_assembled_atomically_and_verified(tmp_path):
 
 
 def test_cli_registers_serve_local():
-    from capjudge.judges.cli import build_parser
+    from capjudge.tasks.cli.main import build_parser
 
     args = build_parser().parse_args(["serve-local", "--port", "0", "--quiet"])
     assert args.port == 0 and args.quiet and args.model is None
-    assert args.func.__module__ == "capjudge.judges.local_server"
+    assert args.func.__module__ == "capjudge.judges.local.launcher"
 
 
 @pytest.mark.slow
@@ -221,7 +222,7 @@ def test_the_server_stops_when_the_process_that_started_it_is_killed(tmp_path):
     starter = subprocess.Popen(
         [sys.executable, "-c", (
             "import sys, time\n"
-            "from capjudge.judges.local_server import LocalJudgeServer\n"
+            "from capjudge.judges.local.launcher import LocalJudgeServer\n"
             "server = LocalJudgeServer()\n"
             "server.start()\n"
             "print(server.info.pid, flush=True)\n"

@@ -12,8 +12,8 @@ import shutil
 import socket
 
 import pytest
-from capjudge.judges.client import JudgeClient
-from capjudge.judges.config import JudgeConfig
+from capjudge.judges.client.judge_client import JudgeClient
+from capjudge.judges.client.config import JudgeConfig
 from capjudge.judges.types import ChatRequest
 from conftest import REPO_ROOT, shared_path
 from harness_runs import TEST_API_KEY, TEST_JUDGE_MODEL, judge_server, launch_lmms_eval

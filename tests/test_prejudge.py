@@ -92,7 +92,7 @@ def test_a_run_that_ends_over_the_failure_limit_keeps_every_reply_it_got(tmp_pat
     # every reply must be on disk by then, so the rerun asks the judge for nothing.
     from openai_server import Reply
 
-    from capjudge.judges.cache import ReplyCache
+    from capjudge.judges.client.cache import ReplyCache
 
     never_parses = lambda body: Reply("I would rather not score this caption.")  # noqa: E731 - the whole responder
     with judge_server(responder=never_parses) as judge:

@@ -15,8 +15,8 @@ import json
 import re
 
 import pytest
-from capjudge.judges.anycap import AnyCapJudge
-from capjudge.judges.gveval import GVEvalJudge
+from capjudge.judges.anycap.judge import AnyCapJudge
+from capjudge.judges.gveval.judge import GVEvalJudge
 from openai_server import (
     Reply,
     prompt_text,

@@ -22,10 +22,10 @@ from dataclasses import dataclass
 from typing import Any, Self
 
 import pytest
-from capjudge.judges.anycap import AnyCapJudge
-from capjudge.judges.client import JudgeClient
-from capjudge.judges.config import JudgeConfig
-from capjudge.judges.gveval import GVEvalJudge
+from capjudge.judges.anycap.judge import AnyCapJudge
+from capjudge.judges.client.judge_client import JudgeClient
+from capjudge.judges.client.config import JudgeConfig
+from capjudge.judges.gveval.judge import GVEvalJudge
 from openai_server import Fault, OpenAITestServer, Reply, rubric_responder
 from videos import make_video
 

@@ -16,23 +16,23 @@ from pathlib import Path
 import av
 import numpy as np
 import pytest
-from capjudge.judges.anycap import AnyCapJudge
-from capjudge.judges.gveval import GVEvalJudge
-from capjudge.judges.wordcount import count_words
-from capjudge.metrics.msvd_eval import MsvdEvalError, load_msvd_eval
-from capjudge.tasks.anycap_task import (
+from capjudge.judges.anycap.judge import AnyCapJudge
+from capjudge.judges.gveval.judge import GVEvalJudge
+from capjudge.judges.anycap.wordcount import count_words
+from capjudge.metrics.human_correlation.msvd_eval import MsvdEvalError, load_msvd_eval
+from capjudge.tasks.judged.anycap_task import (
     ANYCAP_FORMAT,
     AnyCapSettings,
     parse_anycap_record,
 )
-from capjudge.tasks.anycap_task import judge_item as anycap_judge_item
-from capjudge.tasks.gveval_task import (
+from capjudge.tasks.judged.anycap_task import judge_item as anycap_judge_item
+from capjudge.tasks.judged.gveval_task import (
     MSVD_EVAL_FORMAT,
     GVEvalSettings,
     parse_msvd_record,
 )
-from capjudge.tasks.gveval_task import judge_item as gveval_judge_item
-from capjudge.tasks.harness import (
+from capjudge.tasks.judged.gveval_task import judge_item as gveval_judge_item
+from capjudge.tasks.judged.harness import (
     DatasetError,
     load_rows,
     read_json_lines,
@@ -367,7 +367,7 @@ def test_a_file_that_is_not_utf8_is_a_dataset_error_naming_the_file(tmp_path):
 
 
 def test_a_captions_file_with_text_that_is_not_unicode_names_the_item(tmp_path):
-    from capjudge.tasks.captions_file import CaptionsFileError, load_caption_set
+    from capjudge.tasks.models.captions_file import CaptionsFileError, load_caption_set
 
     path = tmp_path / "captions.jsonl"
     path.write_text('{"id": "vid3", "caption": "A dog \\ud83d runs"}\n', encoding="utf-8")

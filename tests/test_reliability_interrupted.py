@@ -135,9 +135,9 @@ def test_a_killed_lmms_eval_run_resumes_from_the_cache_and_matches_an_uninterrup
 JUDGING_SCRIPT = textwrap.dedent(
     """
     import json, sys
-    from capjudge.judges.client import JudgeClient
-    from capjudge.judges.config import JudgeConfig
-    from capjudge.judges.gveval import GVEvalJudge
+    from capjudge.judges.client.judge_client import JudgeClient
+    from capjudge.judges.client.config import JudgeConfig
+    from capjudge.judges.gveval.judge import GVEvalJudge
 
     base_url, cache, first, last, step, concurrency = sys.argv[1:7]
     config = JudgeConfig(base_url=base_url, model="test-judge", cache_path=cache, max_concurrency=int(concurrency))
@@ -228,9 +228,9 @@ LOAD_SCRIPT = textwrap.dedent(
     import asyncio, json, sys
     sys.path.insert(0, sys.argv[2])
     from openai_server import OpenAITestServer
-    from capjudge.judges.client import JudgeClient
-    from capjudge.judges.config import JudgeConfig
-    from capjudge.judges.anycap import AnyCapJudge
+    from capjudge.judges.client.judge_client import JudgeClient
+    from capjudge.judges.client.config import JudgeConfig
+    from capjudge.judges.anycap.judge import AnyCapJudge
 
     cache, n_items = sys.argv[1], int(sys.argv[3])
     reference = "A brown dog runs across a park and catches a red ball in its mouth."

@@ -20,9 +20,9 @@ from types import SimpleNamespace
 from typing import Self
 
 import pytest
-from capjudge.judges.client import JudgeClient
-from capjudge.judges.config import ConfigError, JudgeConfig
-from capjudge.judges.gveval import GVEvalJudge
+from capjudge.judges.client.judge_client import JudgeClient
+from capjudge.judges.client.config import ConfigError, JudgeConfig
+from capjudge.judges.gveval.judge import GVEvalJudge
 from conftest import REPO_ROOT, shared_path
 from harness_runs import launch_lmms_eval, venv_python
 from openai_server import OpenAITestServer, Reply, prompt_text, rubric_responder, with_logprobs
@@ -180,7 +180,7 @@ def leak_run(tmp_path_factory):
         keys_seen = list(judge.keys_seen)
     run = outcome.require_run()
     board = subprocess.run(
-        [venv_python(), "-m", "capjudge.judges.cli", "leaderboard", str(root / "out"), "--out", str(root / "board"),
+        [venv_python(), "-m", "capjudge.tasks.cli", "leaderboard", str(root / "out"), "--out", str(root / "board"),
          "--resamples", "200", "--permutations", "199"],
         cwd=REPO_ROOT, capture_output=True, text=True, timeout=120, check=False,
     )

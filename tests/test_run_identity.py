@@ -35,12 +35,12 @@ def _env(judge, folder: Path, **extra: str) -> dict[str, str]:
 
 
 def _judge_command(task: str, out: Path) -> list[str]:
-    return [sys.executable, "-m", "capjudge.judges.cli", "judge", "--captions", str(CAPTIONS), "--model-name", "good",
+    return [sys.executable, "-m", "capjudge.tasks.cli", "judge", "--captions", str(CAPTIONS), "--model-name", "good",
             "--task", task, "--out", str(out)]
 
 
 def _leaderboard(out: Path, *runs: Path) -> tuple[dict[str, dict[str, str]], str]:
-    made = subprocess.run([sys.executable, "-m", "capjudge.judges.cli", "leaderboard", *map(str, runs), "--out", str(out)],
+    made = subprocess.run([sys.executable, "-m", "capjudge.tasks.cli", "leaderboard", *map(str, runs), "--out", str(out)],
                           cwd=REPO_ROOT, capture_output=True, text=True, timeout=300, check=False)
     assert made.returncode == 0, made.stderr[-3000:]
     with (out / "leaderboard.csv").open(encoding="utf-8", newline="") as handle:

@@ -10,18 +10,18 @@ import shutil
 import math
 
 import pytest
-from capjudge.judges.config import ConfigError
-from capjudge.tasks.anycap_task import (
+from capjudge.judges.client.config import ConfigError
+from capjudge.tasks.judged.anycap_task import (
     ANYCAP_FORMAT,
     AnyCapSettings,
     parse_anycap_record,
 )
-from capjudge.tasks.gveval_task import (
+from capjudge.tasks.judged.gveval_task import (
     MSVD_EVAL_FORMAT,
     GVEvalSettings,
     parse_msvd_record,
 )
-from capjudge.tasks.harness import (
+from capjudge.tasks.judged.harness import (
     DatasetError,
     doc_to_video,
     load_rows,
@@ -331,8 +331,8 @@ def demo_folder(tmp_path_factory):
 
 
 def test_demo_rows_load_with_their_clips_beside_them(demo_folder):
-    from capjudge.tasks.anycap_task import DEMO_FORMAT as ANYCAP_DEMO
-    from capjudge.tasks.gveval_task import DEMO_FORMAT as GVEVAL_DEMO
+    from capjudge.tasks.judged.anycap_task import DEMO_FORMAT as ANYCAP_DEMO
+    from capjudge.tasks.judged.gveval_task import DEMO_FORMAT as GVEVAL_DEMO
 
     for name, item_format in (("gveval_demo.jsonl", GVEVAL_DEMO), ("anycap_demo.jsonl", ANYCAP_DEMO)):
         rows = load_rows(resolve_source({"data_env": "X"}, env={"X": str(demo_folder / name)}), item_format, "test")

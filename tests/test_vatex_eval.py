@@ -8,14 +8,14 @@ import json
 
 import numpy as np
 import pytest
-from capjudge.metrics.correlation import BootstrapSettings
-from capjudge.metrics.vatex_eval import (
+from capjudge.metrics.statistics.correlation import BootstrapSettings
+from capjudge.metrics.human_correlation.vatex_eval import (
     VatexEvalError,
     clip_ids,
     load_vatex_eval,
     ratings_matrix,
 )
-from capjudge.metrics.vatex_protocols import (
+from capjudge.metrics.human_correlation.vatex_protocols import (
     EMSCORE,
     GVEVAL_MEAN_RATING,
     GVEVAL_POOLED,

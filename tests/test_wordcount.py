@@ -7,7 +7,7 @@ import unicodedata
 
 import pytest
 
-from capjudge.judges.wordcount import count_sentences, count_words, sentences, words
+from capjudge.judges.anycap.wordcount import count_sentences, count_words, sentences, words
 from conftest import shared_path
 
 

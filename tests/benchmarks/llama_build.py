@@ -34,7 +34,7 @@ REPO = Path(__file__).resolve().parents[2]
 PROBE = r"""
 import json, sys, time
 import llama_cpp
-from capjudge.judges.local_options import default_model_path
+from capjudge.judges.local.options import default_model_path
 threads, n_tokens = int(sys.argv[1]), int(sys.argv[2])
 llm = llama_cpp.Llama(model_path=str(default_model_path()), n_ctx=1024, n_threads=threads, verbose=False, seed=1)
 prompt = "Rate this caption of a video on a scale from 0 to 100. Caption: a red ball rolls across the floor. " * 4

@@ -50,8 +50,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {args.msvd_eval}: no such file (G-VEval's MSVD-Eval.json)", file=sys.stderr)
         return 2
 
-    from capjudge.judges.local_server import LocalJudgeServer
-    from capjudge.tasks.demo_run import judge_environment
+    from capjudge.judges.local.launcher import LocalJudgeServer
+    from capjudge.tasks.cli.demo import judge_environment
 
     out = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
@@ -73,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     scores_file = out / "judge_scores.jsonl"
     n_scored = write_judge_scores(one_reply, scores_file)
     correlation_json = out / "correlation.json"
-    correlate = [sys.executable, "-m", "capjudge.judges.cli", "correlate", "--msvd-eval", str(args.msvd_eval.resolve()),
+    correlate = [sys.executable, "-m", "capjudge.tasks.cli", "correlate", "--msvd-eval", str(args.msvd_eval.resolve()),
                  "--judge-scores", str(scores_file), "--baselines", "--bootstrap", str(args.bootstrap),
                  "--format", "json", "--output", str(correlation_json)]
     steps.append(_timed("correlate with the human ratings (+ baselines, ceiling)", correlate, env))
@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     markdown = correlate[:-4] + ["--format", "markdown", "--output", str(correlation_md), "--plot", str(out / "plots")]
     steps.append(_timed("the same report as markdown, and its plots", markdown, env))
     reliability_md = out / "reliability.md"
-    reliability = [sys.executable, "-m", "capjudge.judges.cli", "reliability", str(k3), "--task", TASK]
+    reliability = [sys.executable, "-m", "capjudge.tasks.cli", "reliability", str(k3), "--task", TASK]
     steps.append(_timed("test-retest on the k = 3 run", reliability, env, stdout_to=reliability_md))
 
     summary = render_summary(json.loads(correlation_json.read_text()), correlation_md.read_text(),
@@ -118,7 +118,7 @@ def _shorten(part: str) -> str:
 
 def write_judge_scores(run_folder: Path, path: Path) -> int:
     """The run's per-item dimension scores as `capjudge correlate --judge-scores` reads them."""
-    from capjudge.metrics.runs import logged_record
+    from capjudge.metrics.files.runs import logged_record
 
     samples_files = sorted(run_folder.rglob(f"*_samples_{TASK}.jsonl"))
     if len(samples_files) != 1:

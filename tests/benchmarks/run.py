@@ -26,8 +26,8 @@ sys.path.insert(0, str(HERE.parent))  # tests/ for openai_server and videos
 
 from openai_server import ServerProcess  # noqa: E402
 
-from capjudge.judges.client import JudgeClient  # noqa: E402
-from capjudge.judges.config import JudgeConfig  # noqa: E402
+from capjudge.judges.client.judge_client import JudgeClient  # noqa: E402
+from capjudge.judges.client.config import JudgeConfig  # noqa: E402
 from capjudge.judges.types import ChatRequest  # noqa: E402
 
 
@@ -278,7 +278,7 @@ def statistics() -> Section:
     """Target 5: Kendall tau-b/c with 1000 bootstrap resamples; growth from 1,000 to 100,000 pairs."""
     import numpy as np
 
-    from capjudge.metrics.correlation import BootstrapSettings, correlate
+    from capjudge.metrics.statistics.correlation import BootstrapSettings, correlate
 
     section = Section("Statistics: Kendall tau-b and tau-c, 1000 bootstrap resamples (percentile + BCa)")
     rng = np.random.default_rng(0)
@@ -312,9 +312,9 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 sys.path.insert(0, {str(HERE.parent)!r})
 from openai_server import ServerProcess
-from capjudge.judges.client import JudgeClient
-from capjudge.judges.config import JudgeConfig
-from capjudge.judges.gveval import GVEvalJudge
+from capjudge.judges.client.judge_client import JudgeClient
+from capjudge.judges.client.config import JudgeConfig
+from capjudge.judges.gveval.judge import GVEvalJudge
 reply = "Fine. The Accuracy score is α80α. The Completeness score is β70β. The Conciseness score is ψ90ψ. The Relevance score is δ85δ."
 with ServerProcess("--fixed-reply", reply) as server:
     client = JudgeClient(JudgeConfig(base_url=server.base_url, api_key="bench", model="m", use_cache=False, max_concurrency={workers}))
@@ -323,7 +323,7 @@ with ServerProcess("--fixed-reply", reply) as server:
     if {pattern!r} == "prejudge_16":
         # capjudge's judging stage inside lmms-eval (tasks/prejudge.py), judgments kept until process_results.
         from types import SimpleNamespace
-        from capjudge.tasks.prejudge import PrejudgedItems, prejudge
+        from capjudge.tasks.judged.prejudge import PrejudgedItems, prejudge
         store = PrejudgedItems()
         judge_one = lambda doc, caption: SimpleNamespace(result=one(doc["id"]), cache_hit=False, requests=1)
         prejudge([({{"id": i}}, "c") for i in range(2000)], judge_one, workers={workers}, description="bench", into=store)
@@ -434,7 +434,7 @@ def batch_preparation() -> Section:
                "HF_DATASETS_CACHE": str(tmp_path / "hf")}
         out = tmp_path / "out"
         script = (
-            "import sys\nfrom capjudge.judges.cli import main\n"
+            "import sys\nfrom capjudge.tasks.cli.main import main\n"
             f"status = main(['judge', '--captions', {str(captions)!r}, '--task', 'anycap_style', '--out', {str(out)!r}, "
             "'--batch', '--no-wait'])\n"
             "peak = next(int(l.split()[1]) for l in open('/proc/self/status') if l.startswith('VmHWM:'))\n"
@@ -499,7 +499,7 @@ def judge_stage_throughput() -> Section:
                 env = harness_env(server.base_url, cache_path=tmp_path / f"cache_{source}.sqlite", datasets_cache=tmp_path / "hf",
                                   extra={"CAPJUDGE_MSVD_EVAL_JSON": str(data_file), "CAPJUDGE_MAX_CONCURRENCY": str(in_flight)})
                 returncode, stderr, cpu_samples = run_sampling_cpu(
-                    [sys.executable, "-m", "capjudge.judges.cli", "judge", *arguments, "--task", "gveval_references",
+                    [sys.executable, "-m", "capjudge.tasks.cli", "judge", *arguments, "--task", "gveval_references",
                      "--out", str(tmp_path / f"judged_{source}")], env=env, cwd=REPO)
             if returncode != 0:
                 raise RuntimeError(stderr[-3000:])
@@ -614,7 +614,7 @@ def rate_limits() -> Section:
                 Figure(f"{name}_busiest_window_tokens_vs_limit", busiest / limit, "ratio", "never > 1"),
             ]
     section.text = ("Each run: 2 (or 1) `python -c` judges sharing one cache folder, hence one budget "
-                    "(capjudge.judges.budget), against `tests/openai_server.py --rpm/--tpm --rate-window 60`. The "
+                    "(capjudge.judges.client.budget), against `tests/openai_server.py --rpm/--tpm --rate-window 60`. The "
                     "client paces evenly inside the window (GCRA) and never lets a sliding window exceed the limit. "
                     "headers_only: no CAPJUDGE_RPM; the limit is learned from the server's headers.")
     return section

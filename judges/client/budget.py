@@ -1,0 +1,273 @@
+"""One rate budget for every process of a run on this machine.
+
+`accelerate launch` starts one process per rank and each builds its own judge client; per-process limits
+would send N times what the account allows. So the limits are totals, kept in files every process of the
+machine shares (a folder per judge endpoint and model, beside the reply cache):
+
+- requests in flight (`CAPJUDGE_MAX_CONCURRENCY`): one lock file per slot; a request holds an exclusive
+  `flock` on one slot file while it is sent. The kernel releases the lock when the process dies, so a killed
+  rank never leaks a slot.
+- requests and tokens per minute (`CAPJUDGE_RPM`, `CAPJUDGE_TPM`, or the limits the API's headers announce):
+  a sliding window of the requests sent, in SQLite (each admission is one IMMEDIATE transaction, so two
+  processes cannot both take the last place). A request is admitted only if the window's count and tokens
+  stay within the limits with it, and no sooner than even pacing allows (GCRA: the window's budget spread
+  over the window, 1/60 of it allowed ahead); its estimated tokens are replaced by the usage the API reports.
+- a pause every process honours: set when the headers say a window is exhausted, or on a 429 with
+  Retry-After, so the other ranks do not run into the same wall.
+
+Several machines share nothing here: give each its share of the account's limits.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import itertools
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from capjudge.judges.client.cache import enable_wal
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS sent (id INTEGER PRIMARY KEY, at REAL NOT NULL, tokens INTEGER NOT NULL);
+CREATE INDEX IF NOT EXISTS sent_at ON sent (at);
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value REAL NOT NULL);
+"""
+_POLL_MIN = 0.002
+_POLL_MAX = 0.25  # between tries for a free slot
+# How stale this process's view of another process's pause may be. A pause lasts what a Retry-After or an
+# exhausted window says (most of a second and up); reading it for every request cost a SQLite read, one
+# more turn for the GIL, per request (see capjudge.judges.client.http_transport for why those turns matter).
+_PAUSE_READ_EVERY = 0.02
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_in_flight: int
+    rpm: int | None = None
+    tpm: int | None = None
+    window: float = 60.0  # seconds the per-minute limits count over (60; shorter only for tests)
+
+
+def budget_folder(root: Path, endpoint: str, model: str | None) -> Path:
+    """The folder whose files every process judging with this endpoint and model on this machine shares."""
+    digest = hashlib.sha256(f"{endpoint}|{model or ''}".encode()).hexdigest()[:16]
+    return root / f"budget-{digest}"
+
+
+class MachineBudget:
+    def __init__(self, folder: Path, limits: Limits):
+        self.folder = Path(folder)
+        self.limits = limits
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self._local = threading.local()
+        self._threads_seen = itertools.count()
+        # Limits learned from the API's headers, when none was configured (the configured one wins if lower).
+        self._learned_rpm: int | None = None
+        self._learned_tpm: int | None = None
+        self._pause = _PauseView()
+        with self._db() as db:
+            db.executescript(SCHEMA)
+
+    # -- requests in flight -------------------------------------------------------------------------
+    @contextmanager
+    def slot(self) -> Iterator[None]:
+        """Hold one of the machine's `max_in_flight` slots."""
+        delay = _POLL_MIN
+        slots = self.limits.max_in_flight
+        # Each thread keeps to the slot it last held, with that file open between its requests (two system
+        # calls a request instead of four). A new thread starts at its own index, so 32 threads do not all
+        # queue on slot 0; where another process's thread holds it (two processes' thread k start at the same
+        # index), the thread moves to the free slot it finds and keeps that one.
+        own = getattr(self._local, "own_slot", None)
+        if own is None:
+            own = self._local.own_slot = _OpenSlotFile(next(self._threads_seen) % slots, self.folder)
+        while True:
+            for step in range(slots):
+                index = (own.index + step) % slots
+                candidate = own if step == 0 else _OpenSlotFile(index, self.folder)
+                try:
+                    fcntl.flock(candidate.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    continue  # (a candidate's file is closed as it goes)
+                self._local.own_slot = candidate
+                try:
+                    yield
+                finally:
+                    fcntl.flock(candidate.fd, fcntl.LOCK_UN)
+                return
+            time.sleep(delay)
+            delay = min(_POLL_MAX, delay * 2)
+
+    # -- requests and tokens per minute --------------------------------------------------------------
+    @property
+    def rpm(self) -> int | None:
+        return _lowest(self.limits.rpm, self._learned_rpm)
+
+    @property
+    def tpm(self) -> int | None:
+        return _lowest(self.limits.tpm, self._learned_tpm)
+
+    def admit(self, tokens: Callable[[], int]) -> int | None:
+        """Wait until every process's pause is over and the windows have room for one request of `tokens()`
+        tokens (asked only when a per-minute limit applies); record it and return its ticket (None when no
+        per-minute limit applies: nothing to record)."""
+        while True:
+            if self.rpm is None and self.tpm is None:
+                wait: int | float = self._pause_remaining()
+                if wait <= 0:
+                    return None
+            else:
+                wait = self._try_admit(tokens())
+                if isinstance(wait, int):
+                    return wait
+            time.sleep(min(max(wait, _POLL_MIN), 1.0))
+
+    def _pause_remaining(self) -> float:
+        now = time.monotonic()
+        until = self._pause.until if now - self._pause.read_at < _PAUSE_READ_EVERY else None
+        if until is None:
+            row = self._db().execute("SELECT value FROM meta WHERE key = 'pause_until'").fetchone()
+            until = row[0] if row is not None else 0.0
+            self._pause = _PauseView(until, now)
+        return until - time.time()
+
+    def _try_admit(self, tokens: int) -> int | float:
+        # A request is counted from when it is sent here, but the API counts it from when it arrives there,
+        # a little later and not always equally later: a guard keeps each request in our window a little
+        # longer than in theirs (1% of the window + 50 ms, at most 1 s), so the two never disagree at the edge.
+        rpm, tpm = self.rpm, self.tpm
+        window = self.limits.window + min(1.0, 0.01 * self.limits.window + 0.05)
+        db = self._db()
+        now = time.time()
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            db.execute("DELETE FROM sent WHERE at <= ?", (now - window,))
+            paused = db.execute("SELECT value FROM meta WHERE key = 'pause_until'").fetchone()
+            if paused is not None and paused[0] > now:
+                db.execute("COMMIT")
+                return float(paused[0] - now)
+            rows = db.execute("SELECT at, tokens FROM sent ORDER BY at").fetchall()
+            count, used = len(rows), sum(row[1] for row in rows)
+            wait = 0.0
+            if rpm is not None and count + 1 > rpm:
+                wait = max(wait, rows[count - rpm][0] + window - now)  # when enough of the oldest leave
+            if tpm is not None and rows and used + tokens > tpm:
+                freed, index = used + tokens - tpm, 0
+                while freed > 0 and index < len(rows):
+                    freed -= rows[index][1]
+                    index += 1
+                wait = max(wait, rows[index - 1][0] + window - now)
+            # Even pacing inside the window (GCRA): APIs enforce per-minute limits over shorter slices too
+            # (OpenAI: "60,000 requests/minute may be enforced as 1,000 requests/second"), so a minute's
+            # budget sent in one burst would meet 429s. Each request moves a theoretical arrival time on by
+            # its share of the window; a request may go when that time is at most one 60th of the window
+            # (1 s of a minute) ahead of now.
+            ahead = self.limits.window / 60
+            tat = dict(db.execute("SELECT key, value FROM meta WHERE key IN ('tat_requests', 'tat_tokens')").fetchall())
+            if rpm is not None:
+                wait = max(wait, tat.get("tat_requests", 0.0) - ahead - now)
+            if tpm is not None:
+                wait = max(wait, tat.get("tat_tokens", 0.0) - ahead - now)
+            if wait > 0:
+                db.execute("COMMIT")
+                return float(wait)
+            ticket = db.execute("INSERT INTO sent (at, tokens) VALUES (?, ?)", (now, tokens)).lastrowid
+            for key, limit, cost in (("tat_requests", rpm, 1), ("tat_tokens", tpm, tokens)):
+                if limit is not None:
+                    db.execute("INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = "
+                               "excluded.value", (key, max(tat.get(key, 0.0), now) + self.limits.window * cost / limit))
+            db.execute("COMMIT")
+            return int(ticket)  # an int is a ticket; a float is how long to wait
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+
+    def settle(self, ticket: int | None, actual_tokens: int) -> None:
+        """Replace a request's estimate by the tokens the API reported for it, in the window and in the even
+        pacing (which had moved on by the estimate: an estimate above the real count would otherwise slow
+        every later request)."""
+        if ticket is None or actual_tokens <= 0:
+            return
+        db = self._db()
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            row = db.execute("SELECT tokens FROM sent WHERE id = ?", (ticket,)).fetchone()
+            if row is not None:
+                db.execute("UPDATE sent SET tokens = ? WHERE id = ?", (actual_tokens, ticket))
+                if self.tpm is not None:
+                    shift = self.limits.window * (actual_tokens - row[0]) / self.tpm
+                    db.execute("UPDATE meta SET value = value + ? WHERE key = 'tat_tokens'", (shift,))
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+
+    def pause_all(self, seconds: float) -> None:
+        """Every process holds off for `seconds` (the headers said a window is exhausted, or a 429 came)."""
+        if seconds <= 0:
+            return
+        until = time.time() + seconds
+        self._pause = _PauseView(max(until, self._pause.until), time.monotonic())  # seen here at once
+        self._db().execute(
+            "INSERT INTO meta (key, value) VALUES ('pause_until', ?) "
+            "ON CONFLICT(key) DO UPDATE SET value = max(value, excluded.value)", (until,)
+        )
+
+    def close(self) -> None:
+        """Close this thread's connection to the window file and its slot file."""
+        db = getattr(self._local, "db", None)
+        if db is not None:
+            db.close()
+        self._local.db = self._local.own_slot = None
+
+    def learn(self, limit_requests: int | None, limit_tokens: int | None) -> None:
+        if limit_requests:
+            self._learned_rpm = limit_requests
+        if limit_tokens:
+            self._learned_tpm = limit_tokens
+
+    def _db(self) -> sqlite3.Connection:
+        db = getattr(self._local, "db", None)
+        if db is None:
+            db = sqlite3.connect(self.folder / "window.sqlite", timeout=60.0, isolation_level=None)
+            enable_wal(db)
+            # A window of the last minute's requests: losing it in a power cut costs nothing, an fsync per
+            # request would cost milliseconds.
+            db.execute("PRAGMA synchronous=OFF")
+            self._local.db = db
+        return db
+
+
+@dataclass(frozen=True)
+class _PauseView:
+    """The machine-wide pause as this process last read it (replaced whole, so threads need no lock)."""
+
+    until: float = 0.0  # time.time() at which the pause ends
+    read_at: float = float("-inf")  # time.monotonic() of the read
+
+
+class _OpenSlotFile:
+    """One slot's lock file, open while this object lives: a thread's own slot lives in its thread-local
+    storage (closed when the thread ends or moves to another slot)."""
+
+    __slots__ = ("index", "fd")
+
+    def __init__(self, index: int, folder: Path):
+        self.index, self.fd = index, -1
+        self.fd = os.open(folder / f"slot-{index}", os.O_RDWR | os.O_CREAT, 0o600)
+
+    def __del__(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+
+
+def _lowest(*values: int | None) -> int | None:
+    known = [value for value in values if value is not None]
+    return min(known) if known else None

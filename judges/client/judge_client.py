@@ -1,0 +1,631 @@
+"""The one judge client every judge uses: OpenAI, Azure OpenAI, or any OpenAI-compatible server.
+
+Design choices, and why:
+- One HTTP path. `judge` is synchronous (lmms-eval calls `process_results` from worker threads); the async
+  `ajudge`/`ajudge_many` run that same path on a thread pool. A single `threading.BoundedSemaphore` is then
+  the process-wide bound on requests in flight, whichever API the caller used.
+- The retry loop is ours, not the SDK's (the SDK client is built with max_retries=0): every attempt's outcome
+  is recorded in the result, the attempt budget is bounded and explicit, and a reply the judge's parser
+  rejects can be re-asked through the same loop. The SDK still does the HTTP, the typed errors we classify
+  on, and response parsing.
+- The cache is consulted before every request, per (request, judge version, sample index). A re-ask after a
+  rejected reply uses the next sample index, so a rerun replays the same sequence from the cache with zero
+  requests instead of getting the same bad reply forever.
+- The API key lives only inside the SDK client. Everything this module records or hands on to be recorded
+  (attempt details, failure details, log lines, the replies kept in the cache and in the outcome, the text of
+  a parsed judgment) passes through a `Redactor` first, in case a server echoes a credential back. What is
+  *scored* is the reply as received: redaction never changes a score, and the cached copy keeps its logprobs
+  (re-spelled around the redacted text), so a rerun from the cache scores the same.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import functools
+import json
+import logging
+import os
+import random
+import re
+import threading
+import time
+from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping, Sequence, TypeVar
+
+import openai
+
+from capjudge.judges.client.budget import Limits, MachineBudget, budget_folder
+from capjudge.judges.client.breaker import JUDGE_UNREACHABLE, CircuitBreaker, JudgeUnreachable
+from capjudge.judges.client.cache import ReplyCache, ServedJudges
+from capjudge.judges.client.config import REDACTED, JudgeConfig, looks_like_secret
+from capjudge.judges.client.http_transport import PerThreadTransport
+from capjudge.judges.client.rate_limits import (
+    NO_ESTIMATE,
+    RateLimitHeaderError,
+    RateLimitState,
+    TokenEstimate,
+    estimate_tokens,
+    read_rate_limit_headers,
+)
+from capjudge.judges.types import (
+    BAD_INPUT,
+    Attempt,
+    ChatRequest,
+    JudgeOutcome,
+    JudgeReply,
+    ParseFailure,
+    TokenLogprob,
+    Usage,
+)
+
+T = TypeVar("T")
+# Failure kinds the client itself reports (the parsers report theirs).
+REFUSAL = "refusal"
+Parser = Callable[[JudgeReply], "T | ParseFailure"]
+
+log = logging.getLogger(__name__)
+
+
+class TransportError(Exception):
+    """An attempt that may succeed if repeated (429, 5xx, timeout, connection, malformed response)."""
+
+    def __init__(self, outcome: str, detail: str, retry_after: float | None = None, unfixable: bool = False):
+        super().__init__(f"{outcome}: {detail}")
+        self.outcome = outcome
+        self.detail = detail
+        self.retry_after = retry_after
+        # Could not even connect (refused, DNS): retried, but counted by the circuit breaker.
+        self.unfixable = unfixable
+
+
+class RequestRejected(Exception):
+    """A 4xx other than 429: repeating the same request cannot help (bad model name, bad key, bad body)."""
+
+    def __init__(self, status: int, detail: str):
+        super().__init__(f"http_{status}: {detail}")
+        self.status = status
+        self.detail = detail
+
+
+class JudgeClient:
+    def __init__(self, config: JudgeConfig, *, sleep: Callable[[float], None] = time.sleep):
+        config.validate()
+        self.config = config
+        self._redactor = Redactor.for_config(config)
+        self._sleep = sleep
+        self._slots = threading.BoundedSemaphore(config.max_concurrency)
+        # The machine-wide budget every process of the run shares (in-flight slots, RPM/TPM windows, pauses).
+        budget_root = Path(config.cache_path).parent if config.cache_path is not None else Path("~/.cache/capjudge").expanduser()
+        self.budget = MachineBudget(
+            budget_folder(budget_root, config.endpoint_label, config.model),
+            Limits(config.max_concurrency, config.rpm, config.tpm, config.rate_window),
+        )
+        self._cache = ReplyCache(config.cache_path) if config.use_cache and config.cache_path else None
+        self._usage: dict[str, Usage] = defaultdict(Usage)
+        self._cache_hits: dict[str, int] = defaultdict(int)
+        self._usage_lock = threading.Lock()
+        self._sdk = self._build_sdk_client(config)
+        # What the server says about the model it serves: part of every cache key (capjudge.judges.client.cache).
+        self.served = ServedJudges.ask(config, self._sdk, self.redact)
+        self._executor: ThreadPoolExecutor | None = None
+        self._executor_lock = threading.Lock()
+        self.breaker = CircuitBreaker(config.breaker_threshold)
+
+    @staticmethod
+    def _build_sdk_client(config: JudgeConfig) -> openai.OpenAI:
+        import httpx
+
+        # Each sending thread keeps its own connection (see http_transport): the semaphore, not a shared
+        # pool, is the bound, and no request waits on a walk of every other thread's connections.
+        http_client = httpx.Client(transport=PerThreadTransport(), timeout=config.timeout)
+        common: dict[str, Any] = {"timeout": config.timeout, "max_retries": 0, "http_client": http_client}
+        if config.api_type == "azure":
+            return openai.AzureOpenAI(
+                api_key=config.api_key,
+                azure_endpoint=config.azure_endpoint,
+                api_version=config.api_version,
+                **common,
+            )
+        # Local servers accept any key; the SDK refuses to start without one.
+        return openai.OpenAI(api_key=config.api_key or "not-needed-for-local-server", base_url=config.base_url, **common)
+
+    # ----------------------------------------------------------------------------------------------
+    # Public API
+
+    def judge(
+        self,
+        request: ChatRequest,
+        parse: Callable[[JudgeReply], Any],
+        *,
+        judge_version: str,
+        max_tries: int = 1,
+        first_sample_index: int = 0,
+    ) -> JudgeOutcome[Any]:
+        """Ask, parse, and re-ask (up to `max_tries` replies) while the parser rejects the reply.
+
+        Transport failures are retried inside each try (up to `config.max_attempts`); when they are exhausted
+        the outcome is a `request_failed` failure, not an exception, so one bad item never ends a run.
+        """
+        if max_tries < 1:
+            raise ValueError(f"max_tries must be at least 1, got {max_tries}")
+        body = request.body(self.config.model)
+        unsendable = unsendable_problem(request)
+        if unsendable is not None:
+            # Not valid Unicode, so it cannot be encoded as UTF-8 for the request (or the cache key): a bad
+            # item, reported as one instead of an exception that would end the run.
+            return JudgeOutcome(None, ParseFailure(BAD_INPUT, unsendable), (), (), Usage())
+        attempts: list[Attempt] = []
+        replies: list[JudgeReply] = []
+        usage = Usage()
+        failure: ParseFailure | None = None
+        # Counted only if a request is sent under a limit: a cached rerun never opens the request's images.
+        tokens = functools.cache(lambda: estimate_tokens(request))
+        for sample_index in range(first_sample_index, first_sample_index + max_tries):
+            try:
+                reply, recorded = self._reply_for(body, judge_version, sample_index, attempts, tokens)
+            except (TransportError, RequestRejected) as error:
+                failure = ParseFailure("request_failed", self.redact(str(error)))
+                break
+            except JudgeUnreachable as error:
+                failure = ParseFailure(JUDGE_UNREACHABLE, self.redact(str(error)))
+                break
+            replies.append(recorded)
+            if not reply.cached:  # a cached reply cost nothing this time
+                usage = usage + reply.usage
+            # Scored as received; what the judgment carries on (its text) is redacted like the reply.
+            parsed = parse_reply(reply, parse)
+            if recorded is not reply:
+                parsed = self._redactor.value(parsed)
+            if not isinstance(parsed, ParseFailure):
+                self._account(judge_version, usage, replies)
+                return JudgeOutcome(parsed, None, tuple(replies), tuple(attempts), usage)
+            failure = ParseFailure(parsed.kind, self.redact(parsed.detail), parsed.data)
+            attempts.append(Attempt(f"parse:{parsed.kind}", 0.0, sample_index, self.redact(parsed.detail)[:200]))
+        self._account(judge_version, usage, replies)
+        assert failure is not None
+        return JudgeOutcome(None, failure, tuple(replies), tuple(attempts), usage)
+
+    async def ajudge(self, request: ChatRequest, parse: Callable[[JudgeReply], Any], **kwargs: Any) -> JudgeOutcome[Any]:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._pool(), lambda: self.judge(request, parse, **kwargs))
+
+    async def ajudge_many(
+        self, requests: Iterable[ChatRequest], parse: Callable[[JudgeReply], Any], **kwargs: Any
+    ) -> list[JudgeOutcome[Any]]:
+        """Judge a batch concurrently (bounded by `max_concurrency`); results keep the input order."""
+        return list(await asyncio.gather(*(self.ajudge(request, parse, **kwargs) for request in requests)))
+
+    def judge_many(self, requests: Sequence[ChatRequest], parse: Callable[[JudgeReply], Any], **kwargs: Any) -> list[JudgeOutcome[Any]]:
+        """Synchronous front for `ajudge_many`, for scripts and the CLI."""
+        return asyncio.run(self.ajudge_many(requests, parse, **kwargs))
+
+    def usage(self) -> dict[str, dict[str, int]]:
+        """Tokens, requests and cache hits per judge version, for results files."""
+        with self._usage_lock:
+            return {
+                version: {
+                    "prompt_tokens": used.prompt_tokens,
+                    "completion_tokens": used.completion_tokens,
+                    "requests": used.requests,
+                    "cache_hits": self._cache_hits[version],
+                }
+                for version, used in self._usage.items()
+            }
+
+    def request_key(self, body: Mapping[str, Any], judge_version: str, sample_index: int) -> str:
+        """The cache key of a request to this judge (the served model's identity included)."""
+        return self.served.request_key(body, judge_version, sample_index)
+
+    def cached_reply(self, key: str) -> JudgeReply | None:
+        """The cached reply under a request key (`request_key`), if any."""
+        return self._cache.get(key) if self._cache is not None else None
+
+    def store_reply(self, key: str, judge_version: str, reply: JudgeReply) -> None:
+        """Put a reply obtained elsewhere (a Batch API output) into the cache, as if it had been asked here."""
+        if self._cache is None:
+            raise ValueError("the reply cache is off (CAPJUDGE_NO_CACHE): batch replies would have nowhere to go")
+        self._cache.put(key, judge_version, self._redactor.reply(reply))
+
+    def flush_cache(self) -> None:
+        """Wait until every reply received so far is written to the cache file (see ReplyCache)."""
+        if self._cache is not None:
+            self._cache.flush()
+
+    @property
+    def has_cache(self) -> bool:
+        return self._cache is not None
+
+    @property
+    def sdk(self) -> openai.OpenAI:
+        """The openai SDK client (for the Files and Batches endpoints)."""
+        return self._sdk
+
+    def redact(self, text: str) -> str:
+        """`text` without this configuration's credentials (see `Redactor`)."""
+        return self._redactor(text)
+
+    def close(self) -> None:
+        if self._cache is not None:
+            self._cache.close()  # writes what is queued first
+        self.budget.close()
+        if self._executor is not None:
+            self._executor.shutdown(wait=False)
+        self._sdk.close()
+
+    # ----------------------------------------------------------------------------------------------
+    # Internals
+
+    def _pool(self) -> ThreadPoolExecutor:
+        with self._executor_lock:
+            if self._executor is None:
+                self._executor = ThreadPoolExecutor(self.config.max_concurrency, thread_name_prefix="capjudge-judge")
+            return self._executor
+
+    def _account(self, judge_version: str, usage: Usage, replies: list[JudgeReply]) -> None:
+        with self._usage_lock:
+            self._usage[judge_version] = self._usage[judge_version] + usage
+            self._cache_hits[judge_version] += sum(reply.cached for reply in replies)
+
+    def _reply_for(
+        self, body: dict[str, Any], judge_version: str, sample_index: int, attempts: list[Attempt],
+        tokens: Callable[[], TokenEstimate] = lambda: NO_ESTIMATE,
+    ) -> tuple[JudgeReply, JudgeReply]:
+        """(the reply to score, the reply to record): the same object unless the reply as received quotes a
+        credential. The cache keeps the recorded one."""
+        key = self.request_key(body, judge_version, sample_index)
+        if self._cache is not None:
+            cached = self._cache.get(key)
+            if cached is not None:
+                attempts.append(Attempt("cache_hit", 0.0, sample_index))
+                return cached, cached
+            self.served.before_asking(self._cache, body, judge_version, sample_index)
+        reply = self._request_with_retries(body, sample_index, attempts, tokens)
+        recorded = self._redactor.reply(reply)
+        if self._cache is not None:
+            self._cache.put(key, judge_version, recorded)
+        return reply, recorded
+
+    def _request_with_retries(
+        self, body: dict[str, Any], sample_index: int, attempts: list[Attempt],
+        tokens: Callable[[], TokenEstimate] = lambda: NO_ESTIMATE,
+    ) -> JudgeReply:
+        last_error: TransportError | None = None
+        for attempt_number in range(self.config.max_attempts):
+            self.breaker.check()
+            started = time.monotonic()
+            try:
+                with self._slots, self.budget.slot():
+                    ticket = self.budget.admit(lambda: tokens().total)
+                    reply, limits = self._request_once(body)
+                    if ticket is not None:
+                        # As an API's limiter counts it: the prompt as it counted it, the reply as reserved.
+                        self.budget.settle(ticket, reply.usage.prompt_tokens + max(tokens().reply, reply.usage.completion_tokens))
+                self._pace(limits, lambda: tokens().total)
+            except TransportError as error:
+                attempts.append(Attempt(error.outcome, time.monotonic() - started, sample_index, self.redact(error.detail)[:200]))
+                last_error = error
+                if error.outcome == "http_429" and error.retry_after:
+                    self.budget.pause_all(min(error.retry_after, self.config.backoff_max))
+                if error.unfixable:
+                    self.breaker.record_unfixable(self.config.endpoint_label, self.redact(error.detail)[:200])
+                    self.breaker.check()
+                if attempt_number + 1 < self.config.max_attempts:
+                    delay = self._backoff(attempt_number, error.retry_after)
+                    log.warning("judge request %s; retrying in %.2fs", error.outcome, delay)
+                    self._sleep(delay)
+                continue
+            except RequestRejected as error:
+                attempts.append(Attempt(f"http_{error.status}", time.monotonic() - started, sample_index, self.redact(error.detail)[:200]))
+                if error.status in (401, 403, 404):  # the key or the model: the same for every item
+                    self.breaker.record_unfixable(self.config.endpoint_label, self.redact(str(error))[:200])
+                raise
+            self.breaker.record_success()
+            attempts.append(Attempt("ok", time.monotonic() - started, sample_index))
+            return reply
+        assert last_error is not None
+        raise TransportError(
+            last_error.outcome, f"gave up after {self.config.max_attempts} attempts; last: {last_error.detail}"
+        )
+
+    def _pace(self, limits: RateLimitState, tokens: Callable[[], int]) -> None:
+        """Follow the API's rate-limit headers: its limits cap the shared windows (where ours are not lower),
+        and an exhausted window pauses every process until it resets."""
+        if not limits.known:
+            return
+        self.budget.learn(limits.limit_requests, limits.limit_tokens)
+        self.budget.pause_all(limits.wait_before_next(tokens()))
+
+    def _backoff(self, attempt_number: int, retry_after: float | None) -> float:
+        """Full-jitter exponential backoff, but never sooner than the server's Retry-After."""
+        ceiling = min(self.config.backoff_max, self.config.backoff_initial * (2**attempt_number))
+        delay = random.uniform(0, ceiling)
+        if retry_after is not None:
+            delay = max(delay, min(retry_after, self.config.backoff_max))
+        return delay
+
+    def _request_once(self, body: dict[str, Any]) -> tuple[JudgeReply, RateLimitState]:
+        import httpx
+
+        try:
+            # The SDK's own request path (auth headers, Azure deployment URLs, status errors), without its
+            # request transform and response models: on a judge's reply with logprobs those cost ~2 ms of
+            # CPU per request (profiled), which at 32 requests in flight held every wave of replies back
+            # behind the GIL. The body is already exactly what the API takes; the reply is read from JSON.
+            response = self._sdk.post("/chat/completions", body=wire_body(body), cast_to=httpx.Response)
+            data = json.loads(response.read())
+        except openai.APITimeoutError as error:
+            raise TransportError("timeout", type(error).__name__) from None
+        except openai.APIConnectionError as error:
+            # httpx.ConnectError: nothing accepted the connection (refused, unknown host), as opposed to a
+            # connection that broke mid-request.
+            unfixable = isinstance(error.__cause__, httpx.ConnectError)
+            raise TransportError("connection", f"{type(error).__name__}: {error}", unfixable=unfixable) from None
+        except openai.APIStatusError as error:
+            status = error.status_code
+            if status == 429 or status >= 500 or status == 408:
+                raise TransportError(f"http_{status}", _short(error), _retry_after(error.response)) from None
+            raise RequestRejected(status, _short(error)) from None
+        except (openai.APIResponseValidationError, ValueError) as error:
+            # A 200 whose body is not a chat completion (truncated or malformed JSON).
+            raise TransportError("bad_response", f"{type(error).__name__}: {str(error)[:200]}") from None
+        except httpx.HTTPError as error:  # the body broke off while it was being read
+            raise TransportError("connection", f"{type(error).__name__}: {error}") from None
+        try:
+            reply = reply_from_completion_dict(data)
+        except (AttributeError, KeyError, TypeError, ValueError) as error:
+            # Valid JSON that is not shaped like a chat completion (a gateway's own object, a number where
+            # text belongs): as retryable as a truncated body, and never an exception that ends the run.
+            detail = f"malformed chat completion: {type(error).__name__}: {str(error)[:200]}"
+            raise TransportError("bad_response", detail) from None
+        try:
+            limits = read_rate_limit_headers(response.headers)
+        except RateLimitHeaderError as error:
+            raise RequestRejected(200, f"unreadable rate-limit header: {error}") from None
+        return reply, limits
+
+
+def redact_secret(text: str, secret: str | None) -> str:
+    """`text` with every occurrence of `secret` (an API key a server may echo back) replaced, if it
+    `looks_like_secret` (a placeholder such as `none` or `EMPTY` rewrites nothing)."""
+    return Redactor([(secret, REDACTED)] if secret and looks_like_secret(secret) else [])(text)
+
+
+class Redactor:
+    """Takes a configuration's credentials (`JudgeConfig.redactions`) out of what is stored or printed.
+
+    Only ever applied to copies that are recorded: a reply is scored as received. For a reply, the logprob
+    tokens are re-spelled so that they still spell the redacted text (the token holding the start of a
+    credential carries the replacement, tokens wholly inside it become empty), with every logprob kept: a
+    rerun that scores the cached copy gets the same expected values."""
+
+    def __init__(self, redactions: Iterable[tuple[str | None, str]]):
+        self._replacements = {needle: replacement for needle, replacement in redactions if needle}
+        needles = sorted(self._replacements, key=len, reverse=True)  # the longest match wins at a position
+        self._pattern = re.compile("|".join(map(re.escape, needles))) if needles else None
+
+    @classmethod
+    def for_config(cls, config: JudgeConfig) -> Redactor:
+        return cls(config.redactions)
+
+    def __call__(self, text: str) -> str:
+        if self._pattern is None or not self._pattern.search(text):
+            return text
+        return self._pattern.sub(lambda found: self._replacements[found.group()], text)
+
+    def reply(self, reply: JudgeReply) -> JudgeReply:
+        """The copy of `reply` to record: `reply` itself when it quotes no credential."""
+        if self._pattern is None:
+            return reply
+        changes: dict[str, Any] = {}
+        for name in ("content", "refusal", "model"):
+            value = getattr(reply, name)
+            if value is not None and self(value) != value:
+                changes[name] = self(value)
+        if reply.logprobs is not None:
+            tokens = self._tokens(reply.logprobs)
+            if tokens is not reply.logprobs:
+                changes["logprobs"] = tokens
+        return replace(reply, **changes) if changes else reply
+
+    def value(self, value: Any) -> Any:
+        """`value` (a parsed judgment, a failure's data) with every string in it redacted; numbers untouched.
+        Walks dataclasses, mappings, tuples and lists; returns `value` itself when nothing changed."""
+        if isinstance(value, str):
+            redacted = self(value)
+            return value if redacted == value else redacted
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            changed = {}
+            for found in dataclasses.fields(value):
+                if found.init:
+                    old = getattr(value, found.name)
+                    new = self.value(old)
+                    if new is not old:
+                        changed[found.name] = new
+            return replace(value, **changed) if changed else value
+        if isinstance(value, Mapping):
+            items = {key: self.value(item) for key, item in value.items()}
+            return items if any(items[key] is not item for key, item in value.items()) else value
+        if isinstance(value, (tuple, list)):
+            items = [self.value(item) for item in value]
+            return type(value)(items) if any(new is not old for new, old in zip(items, value)) else value
+        return value
+
+    def _tokens(self, tokens: tuple[TokenLogprob, ...]) -> tuple[TokenLogprob, ...]:
+        assert self._pattern is not None
+        text = "".join(token.token for token in tokens)
+        alternatives = "\x00".join(alt for token in tokens for alt, _ in token.top)
+        if not self._pattern.search(text) and not self._pattern.search(alternatives):
+            return tokens
+        spans = [(found.start(), found.end(), self._replacements[found.group()]) for found in self._pattern.finditer(text)]
+        redacted = self(text)
+
+        def moved(offset: int) -> int:  # where a token boundary lands in the redacted text
+            shift = 0
+            for start, end, replacement in spans:
+                if end <= offset:
+                    shift += len(replacement) - (end - start)
+                elif start < offset:  # inside a credential: the boundary moves past its replacement
+                    return start + shift + len(replacement)
+                else:
+                    break
+            return offset + shift
+
+        bounds = [0]
+        for token in tokens:
+            bounds.append(bounds[-1] + len(token.token))
+        moved_bounds = [moved(offset) for offset in bounds]
+        respelled = []
+        for index, token in enumerate(tokens):
+            spelled = redacted[moved_bounds[index] : moved_bounds[index + 1]]
+            # The token's own entry among its alternatives is spelled as the token now is.
+            top = tuple((spelled if alt == token.token else self(alt), logprob) for alt, logprob in token.top)
+            respelled.append(token if spelled == token.token and top == token.top else TokenLogprob(spelled, token.logprob, top))
+        return tuple(respelled)
+
+
+def _short(error: openai.APIStatusError) -> str:
+    return f"{error.status_code} {str(error.message)[:200]}"
+
+
+def _retry_after(response: Any) -> float | None:
+    """Seconds the server asked us to wait (`retry-after-ms` or `retry-after`, seconds form)."""
+    headers = getattr(response, "headers", None) or {}
+    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+        value = headers.get(name)
+        if value is not None:
+            try:
+                return max(0.0, float(value) * scale)
+            except ValueError:
+                continue  # an HTTP-date: rare for APIs; fall back to backoff
+    return None
+
+
+def parse_reply(reply: JudgeReply, parse: Callable[[JudgeReply], Any]) -> Any:
+    """The judge's parse of a reply, or a typed failure for a refusal: a refusal has no content for the parser,
+    so it is reported as what it is, with its text, and re-asked like any rejected reply (at temperature > 0
+    the next sample may answer)."""
+    if reply.content is None and reply.refusal:
+        return ParseFailure(REFUSAL, f"the judge refused: {reply.refusal[:300]}")
+    return parse(reply)
+
+
+def wire_body(body: Mapping[str, Any]) -> dict[str, Any]:
+    """A request body as it goes over the wire: the SDK's `extra_body` pass-through (e.g. the local server's
+    grammar) merged into it, as the SDK itself does for `create(**body)`."""
+    flat = {key: value for key, value in body.items() if key != "extra_body"}
+    flat.update(body.get("extra_body") or {})
+    return flat
+
+
+def reply_from_completion_dict(data: Mapping[str, Any]) -> JudgeReply:
+    """A chat.completion as JSON (a response body, or a Batch API output line's body) -> JudgeReply.
+
+    Raises KeyError/TypeError/ValueError for JSON that is not shaped like a chat completion (a gateway's own
+    object, a number where text belongs): the caller reports it as a bad response, retryable."""
+    if not isinstance(data, Mapping):
+        raise TypeError(f"expected a JSON object, got {type(data).__name__}")
+    choices = data.get("choices")
+    if not choices:
+        raise TransportError("bad_response", "response has no choices")
+    choice = choices[0]
+    message = choice.get("message")
+    content = _text_field("content", message.get("content")) if message is not None else None
+    refusal = _text_field("refusal", message.get("refusal")) if message is not None else None
+    logprobs = None
+    logprob_part = choice.get("logprobs")
+    if logprob_part is not None and logprob_part.get("content") is not None:
+        logprobs = tuple(
+            TokenLogprob(
+                token=_text_field("token", item["token"]) or "",
+                logprob=float(item["logprob"]),
+                top=tuple((_text_field("token", alt["token"]) or "", float(alt["logprob"]))
+                          for alt in (item.get("top_logprobs") or ())),
+            )
+            for item in logprob_part["content"]
+        )
+    usage = data.get("usage") or {}
+    return JudgeReply(
+        content=content,
+        logprobs=logprobs,
+        finish_reason=choice.get("finish_reason"),
+        model=_text_field("model", data.get("model")),
+        usage=Usage(
+            prompt_tokens=int(usage.get("prompt_tokens") or 0),
+            completion_tokens=int(usage.get("completion_tokens") or 0),
+            requests=1,
+        ),
+        refusal=refusal,
+    )
+
+
+# A code point in the surrogate range: in a Python str decoded from JSON, only an unpaired one (a pair is
+# decoded to one character). Such text cannot be encoded as UTF-8.
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _text_field(name: str, value: Any) -> str | None:
+    """A text field of the reply, checked: None or a string, with unpaired surrogates (`"\\ud800"` escapes from
+    a broken server) replaced by U+FFFD as any UTF-8 decoder does; left in, they would make the cache write
+    and the sample log raise. Anything else is a TypeError (a malformed completion)."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise TypeError(f"{name!r} is {type(value).__name__}, not text")
+    return _SURROGATE.sub("\ufffd", value)
+
+
+def unsendable_problem(request: ChatRequest) -> str | None:
+    """Why the request's text cannot be sent (an unpaired surrogate, e.g. from a broken JSON file), or None."""
+    for position, part in enumerate(request.parts):
+        if isinstance(part, str):
+            found = _SURROGATE.search(part)
+            if found is not None:
+                context = part[max(0, found.start() - 40) : found.start()].encode("utf-8", "replace").decode("utf-8")
+                return (
+                    f"text part {position} has an unpaired surrogate U+{ord(found.group()):04X} at character "
+                    f"{found.start()} (after {context!r}): not valid Unicode, so it cannot be sent"
+                )
+    return None
+
+
+# One client per process per configuration, so every task and thread shares the concurrency bound and the
+# cache connection pool.
+_shared: dict[JudgeConfig, JudgeClient] = {}
+_shared_lock = threading.Lock()
+
+
+def release_shared_clients() -> None:
+    """Close every process-wide client (their queued replies written, their files closed); the next
+    `shared_client` call builds a new one. The judging stage calls it before forking workers: SQLite's rule
+    is that no connection may be open across a fork (a child's new connections would share the parent's
+    lock bookkeeping), and nothing may be queued for a writer thread the child would not have."""
+    with _shared_lock:
+        clients = list(_shared.values())
+        _shared.clear()
+    for client in clients:
+        client.close()
+
+
+def _forget_inherited_clients() -> None:
+    """In a forked child (the judging stage's worker processes): the parent's clients are not usable here
+    (their writer thread does not exist in the child), so the child builds its own on first use."""
+    global _shared_lock
+    _shared.clear()
+    _shared_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_inherited_clients)
+
+
+def shared_client(config: JudgeConfig | None = None, **overrides: Any) -> JudgeClient:
+    """The process-wide client for `config` (default: from the environment, with `overrides`)."""
+    config = config or JudgeConfig.from_env(**overrides)
+    with _shared_lock:
+        client = _shared.get(config)
+        if client is None:
+            client = _shared[config] = JudgeClient(config)
+        return client

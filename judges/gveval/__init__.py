@@ -1,0 +1,1 @@
+"""G-VEval's ACCR video judge: the published prompt, its frame strip, and its reply parser."""

@@ -1,0 +1,124 @@
+"""Loader for G-VEval's MSVD-Eval human-judgement set.
+
+The file is one JSON object mapping an item id (``vid1301``) to
+``{"vname": str, "ref": [str, ...], "candidate": str (optional), "human_score": [[acc, comp, conc, rel, mean], ...]}``
+with one inner list per annotator on a 1-5 scale. Every row is validated on load so that a malformed item fails
+here, with its id in the message, instead of surfacing later as a NaN inside a correlation.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from capjudge.metrics.files.jsonl import read_json
+from capjudge.judges.gveval.parser import SCORE_NAMES
+
+# Order of the columns in each annotator's list, as published. The G-VEval code correlates baselines with
+# column 4 (the mean of the four ACCR dimensions).
+# MSVD-Eval's human-score columns are G-VEval's ACCR dimensions in the rubric's order, then their mean: one
+# definition, the judge's (`capjudge.judges.gveval.parser.SCORE_NAMES`).
+DIMENSIONS: tuple[str, ...] = SCORE_NAMES
+MEAN_INDEX = DIMENSIONS.index("mean")
+# The published mean column is the plain mean of the four dimensions; allow for rounding in other copies.
+_MEAN_TOLERANCE = 0.01
+
+
+class MsvdEvalError(ValueError):
+    """The file is not MSVD-Eval-shaped; the message names the item and what is wrong with it."""
+
+
+@dataclass(frozen=True)
+class AccrScores:
+    """One annotator's judgement of one caption."""
+
+    accuracy: float
+    completeness: float
+    conciseness: float
+    relevance: float
+    mean: float
+
+    def as_tuple(self) -> tuple[float, float, float, float, float]:
+        return (self.accuracy, self.completeness, self.conciseness, self.relevance, self.mean)
+
+
+@dataclass(frozen=True)
+class MsvdItem:
+    """One clip: its reference captions, the candidate caption that was judged, and every annotator's scores."""
+
+    item_id: str
+    video_name: str
+    references: tuple[str, ...]
+    candidate: str | None
+    human_scores: tuple[AccrScores, ...]
+
+
+def load_msvd_eval(path: str | Path) -> tuple[MsvdItem, ...]:
+    """Read and validate MSVD-Eval.json; items keep the file's order."""
+    path = Path(path)
+    raw = read_json(path, MsvdEvalError)
+    if not isinstance(raw, dict):
+        raise MsvdEvalError(f"{path}: expected a JSON object mapping item id -> item, got {type(raw).__name__}")
+    return tuple(parse_item(str(item_id), row) for item_id, row in raw.items())
+
+
+def parse_item(item_id: str, row: Any) -> MsvdItem:
+    """Validate one row of the file; every error names ``item_id``."""
+    if not isinstance(row, Mapping):
+        raise MsvdEvalError(f"item {item_id!r}: expected an object, got {type(row).__name__}")
+    for key in ("vname", "ref", "human_score"):
+        if key not in row:
+            raise MsvdEvalError(f"item {item_id!r}: missing key {key!r}")
+    video_name = row["vname"]
+    if not isinstance(video_name, str):
+        raise MsvdEvalError(f"item {item_id!r}: 'vname' must be a string")
+    references = row["ref"]
+    if not isinstance(references, list) or not references or not all(isinstance(r, str) for r in references):
+        raise MsvdEvalError(f"item {item_id!r}: 'ref' must be a non-empty list of strings")
+    candidate = row.get("candidate")
+    if candidate is not None and not isinstance(candidate, str):
+        raise MsvdEvalError(f"item {item_id!r}: 'candidate' must be a string when present")
+    return MsvdItem(
+        item_id=item_id,
+        video_name=video_name,
+        references=tuple(references),
+        candidate=candidate,
+        human_scores=_parse_human_scores(item_id, row["human_score"]),
+    )
+
+
+def _parse_human_scores(item_id: str, value: Any) -> tuple[AccrScores, ...]:
+    if not isinstance(value, list) or not value:
+        raise MsvdEvalError(f"item {item_id!r}: 'human_score' must be a non-empty list of per-annotator lists")
+    annotators = []
+    for position, scores in enumerate(value):
+        where = f"item {item_id!r}, annotator {position}"
+        if not isinstance(scores, list) or len(scores) != len(DIMENSIONS):
+            raise MsvdEvalError(f"{where}: expected a list of {len(DIMENSIONS)} numbers {list(DIMENSIONS)}, got {scores!r}")
+        if not all(isinstance(s, (int, float)) and not isinstance(s, bool) and math.isfinite(s) for s in scores):
+            raise MsvdEvalError(f"{where}: scores must be finite numbers, got {scores!r}")
+        dimensions_mean = sum(scores[:4]) / 4
+        if abs(dimensions_mean - scores[MEAN_INDEX]) > _MEAN_TOLERANCE:
+            raise MsvdEvalError(
+                f"{where}: mean column {scores[MEAN_INDEX]} differs from the mean of the four dimensions "
+                f"({dimensions_mean:g})"
+            )
+        annotators.append(AccrScores(*(float(s) for s in scores)))
+    return tuple(annotators)
+
+
+def human_matrix(items: Sequence[MsvdItem], dimension: str) -> np.ndarray:
+    """Scores of one dimension as an (items, annotators) array; NaN where an item has fewer annotators."""
+    if dimension not in DIMENSIONS:
+        raise ValueError(f"unknown dimension {dimension!r}; expected one of {DIMENSIONS}")
+    column = DIMENSIONS.index(dimension)
+    width = max((len(item.human_scores) for item in items), default=0)
+    matrix = np.full((len(items), width), np.nan)
+    for row, item in enumerate(items):
+        for annotator, scores in enumerate(item.human_scores):
+            matrix[row, annotator] = scores.as_tuple()[column]
+    return matrix

@@ -1,0 +1,52 @@
+"""Write the item report as one HTML page (templates/item_report.*) with its frames in `frames/` beside it.
+
+The page is self-contained: its style, script and data are inline, the frames are files next to it, and its
+Content-Security-Policy forbids any other request, so opening it asks nothing of the network. The data is
+the report as JSON; the page's script draws it (text only, through textContent) and filters and sorts it.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+from dataclasses import asdict
+from html import escape
+from importlib import resources
+from pathlib import Path
+
+from capjudge.metrics.item_report.report import PAGE_NAME, ItemReport
+
+_SLOT = re.compile(r"\{\{(title|style|script|data)\}\}")
+
+
+@functools.cache
+def _template(name: str) -> str:
+    return resources.files("capjudge.metrics").joinpath("templates", name).read_text(encoding="utf-8")
+
+
+def report_json(report: ItemReport) -> str:
+    """The report as JSON that is safe inside a <script> element (no "</script>", no "<!--")."""
+    text = json.dumps(asdict(report), ensure_ascii=False, allow_nan=False)
+    return text.replace("<", "\\u003c").replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+
+
+def render_page(report: ItemReport, title: str = "capjudge: items and judgments") -> str:
+    values = {
+        "title": escape(title),
+        "style": _template("item_report.css"),
+        "script": _template("item_report.js"),
+        "data": report_json(report),
+    }
+    # One pass: text put into one slot is never scanned for another.
+    return _SLOT.sub(lambda match: values[match.group(1)], _template("item_report.html"))
+
+
+def write_page(report: ItemReport, out: Path) -> Path:
+    """Write the page whole or not at all (a reader never finds half a page)."""
+    from capjudge.metrics.files.outputs import write_replacing
+
+    out.mkdir(parents=True, exist_ok=True)
+    page = out / PAGE_NAME
+    write_replacing(page, render_page(report))
+    return page

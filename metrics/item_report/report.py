@@ -1,0 +1,245 @@
+"""The per-item report: every item of a set of runs, with what the judge saw, said and decided, per model.
+
+    report = build_item_report(["results/runs/good", "results/runs/poor"], out=Path("report"))
+    write_page(report, Path("report"))        # capjudge.metrics.item_report.page: report/report.html + report/frames/
+
+Input is what the runs logged: lmms-eval output folders written with `--log_samples`, or `capjudge judge`
+output folders (the same shape). Runs are read by `capjudge.metrics.files.runs`, so a model is named exactly as in
+the leaderboard and a leaderboard row can link to its items (`items_link`). Items are paired across runs by the
+same key the leaderboard uses (the logged item id).
+
+One section per task: runs of different tasks side by side are kept apart, and a section names the runs that
+did not run its task. A run whose task has no samples file (run without `--log_samples`) is an error naming
+the run: without per-item lines there is nothing to show.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import numpy as np
+from capjudge.metrics.item_report.frames import (
+    VIDEO_FAILURES,
+    FrameRenderer,
+    FrameRequest,
+    VisualInput,
+    frame_request,
+)
+from capjudge.metrics.item_report.views import JudgmentView, view_judgment
+from capjudge.metrics.files.jsonl import read_objects
+from capjudge.metrics.files.runs import (
+    LeaderboardError,
+    Run,
+    TaskRun,
+    logged_record,
+    read_runs,
+)
+
+PAGE_NAME = "report.html"
+
+
+class ReportError(ValueError):
+    """The runs cannot make an item report; the message names the run and what is missing."""
+
+
+@dataclass(frozen=True)
+class JudgeIdentity:
+    """Which judge, as the sample log's `judge` record names it."""
+
+    name: str | None
+    model: str | None
+    endpoint: str | None
+    version: str | None
+    settings: str | None  # canonical JSON
+
+    @classmethod
+    def from_logged(cls, judge: Any) -> JudgeIdentity:
+        judge = judge if isinstance(judge, Mapping) else {}
+        settings = judge.get("settings")
+        return cls(
+            name=_str(judge.get("name")), model=_str(judge.get("model")), endpoint=_str(judge.get("endpoint")),
+            version=_str(judge.get("judge_version")),
+            settings=None if settings is None else json.dumps(settings, sort_keys=True, default=str),
+        )
+
+
+@dataclass(frozen=True)
+class ModelJudgment:
+    """One model's caption for an item and how it was judged."""
+
+    model: str
+    score: float | None  # the item's value of the task's main metric (None: unjudged)
+    judge: int  # index into the section's `judges`
+    view: JudgmentView
+
+
+@dataclass(frozen=True)
+class ReportItem:
+    task: str
+    item_id: str
+    instruction: str | None  # None: the run did not log the prompt
+    references: tuple[str, ...]
+    caption_type: str | None
+    visual: VisualInput
+    judgments: tuple[ModelJudgment, ...]  # in the section's model order; models without the item left out
+    disagreement: float | None  # max - min of the main score across models (None: fewer than two scored)
+    spread: float | None  # the largest spread of k replies among the models (None: k = 1)
+
+
+@dataclass(frozen=True)
+class TaskSection:
+    task: str
+    main_metric: str
+    higher_is_better: bool
+    models: tuple[str, ...]
+    absent_models: tuple[str, ...]  # runs in the report that did not run this task
+    judges: tuple[JudgeIdentity, ...]
+    items: tuple[ReportItem, ...]
+
+
+@dataclass(frozen=True)
+class RunSource:
+    name: str
+    results: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ItemReport:
+    sections: tuple[TaskSection, ...]
+    runs: tuple[RunSource, ...]
+    warnings: tuple[str, ...]
+
+
+def items_link(task: str, model: str | None = None, page: str = PAGE_NAME) -> str:
+    """The address of a task's items (of one model) in the report, for a leaderboard row to link to.
+
+    `report.html#task=<task>&model=<model>` (URL-encoded): the page opens with its task and model filters set
+    to these and scrolls to the task's section."""
+    fragment = f"task={quote(task, safe='')}"
+    if model is not None:
+        fragment += f"&model={quote(model, safe='')}"
+    return f"{page}#{fragment}"
+
+
+def build_item_report(arguments: Sequence[str], out: Path, videos_dir: Path | None = None) -> ItemReport:
+    """Read the runs (`PATH` or `NAME=PATH` each), re-render the judges' visual input under `out`, and
+    collect every item per task. Raises ReportError naming the run for unusable input."""
+    try:
+        runs, warnings = read_runs(arguments)
+    except LeaderboardError as error:
+        raise ReportError(str(error)) from None
+    for run in runs:
+        for task, task_run in run.tasks.items():
+            if not task_run.has_samples:
+                raise ReportError(
+                    f"run {run.name} ({run.results_path}): task {task} has no per-item samples file "
+                    f"(*_samples_{task}.jsonl); the report needs lmms-eval's --log_samples (or a `capjudge judge` output)"
+                )
+    renderer = FrameRenderer(out, videos_dir)
+    tasks = list(dict.fromkeys(task for run in runs for task in run.tasks))
+    sections = tuple(_section(task, runs, renderer) for task in tasks)
+    sources = tuple(RunSource(run.name, tuple(str(p) for p in run.results_paths)) for run in runs)
+    return ItemReport(sections, sources, tuple(warnings))
+
+
+@dataclass(frozen=True)
+class _Logged:
+    """One sample line of one model, with its main-metric value."""
+
+    line: Mapping[str, Any]
+    record: Mapping[str, Any]
+    score: float | None
+
+
+def _section(task: str, runs: Sequence[Run], renderer: FrameRenderer) -> TaskSection:
+    having = [run for run in runs if task in run.tasks]
+    first = having[0].tasks[task]
+    main_metric = first.metric_names[0] if first.metric_names else "score"
+    per_model = {run.name: _logged_items(run, run.tasks[task], main_metric) for run in having}
+    judges: list[JudgeIdentity] = []
+    order = list(dict.fromkeys(key for logged in per_model.values() for key in logged))
+    entries_of = {key: [(model, logged[key]) for model, logged in per_model.items() if key in logged] for key in order}
+    renderer.render_all([(task, *_frames_shown(entries)) for entries in entries_of.values()])
+    items = []
+    for entries in entries_of.values():
+        judgments = []
+        for model, entry in entries:
+            identity = JudgeIdentity.from_logged(entry.record.get("judge"))
+            if identity not in judges:
+                judges.append(identity)
+            judgments.append(ModelJudgment(model, entry.score, judges.index(identity),
+                                           view_judgment(identity.name, _judgment(entry.record))))
+        items.append(_item(task, entries, judgments, renderer))
+    return TaskSection(
+        task=task, main_metric=main_metric, higher_is_better=first.higher_is_better.get(main_metric, True),
+        models=tuple(run.name for run in having), absent_models=tuple(run.name for run in runs if task not in run.tasks),
+        judges=tuple(judges), items=tuple(items),
+    )
+
+
+def _logged_items(run: Run, task_run: TaskRun, main_metric: str) -> dict[str, _Logged]:
+    assert task_run.samples_path is not None and task_run.item_keys is not None
+    lines = read_objects(task_run.samples_path, ReportError)
+    values = task_run.values.get(main_metric)
+    logged = {}
+    for position, (key, line) in enumerate(zip(task_run.item_keys, lines)):
+        score = None if values is None or np.isnan(values[position]) else float(values[position])
+        logged[key] = _Logged(line, logged_record(line), score)
+    return logged
+
+
+def _item(task: str, entries: list[tuple[str, _Logged]], judgments: list[ModelJudgment],
+          renderer: FrameRenderer) -> ReportItem:
+    line = entries[0][1].line
+    item_id, frames = _frames_shown(entries)
+    scores = np.array([j.score for j in judgments if j.score is not None], dtype=float)
+    spreads = [j.view.spread for j in judgments if j.view.spread is not None]
+    return ReportItem(
+        task=task,
+        item_id=item_id,
+        instruction=line.get("input") if isinstance(line.get("input"), str) else None,
+        references=_references(line.get("target")),
+        caption_type=next((j.view.caption_type for j in judgments if j.view.caption_type), None),
+        visual=renderer.render(task, item_id, frames),
+        judgments=tuple(judgments),
+        disagreement=float(np.ptp(scores)) if scores.size >= 2 else None,
+        spread=max(spreads) if spreads else None,
+    )
+
+
+def _frames_shown(entries: list[tuple[str, _Logged]]) -> tuple[str, FrameRequest]:
+    """The item's id, and the frames its judge saw: from a model whose judge saw them, when one did (another
+    model's judgment may have failed on the video)."""
+    line, record = entries[0][1].line, entries[0][1].record
+    item_id = str(record.get("item_id", line.get("doc_id")))
+    seen = next((entry.record for _, entry in entries if _judgment(entry.record).get("failure") not in VIDEO_FAILURES),
+                record)
+    judge = seen.get("judge") if isinstance(seen.get("judge"), Mapping) else {}
+    return item_id, frame_request(judge, _judgment(seen))
+
+
+def _judgment(record: Mapping[str, Any]) -> Mapping[str, Any]:
+    judgment = record.get("judgment")
+    return judgment if isinstance(judgment, Mapping) else {}
+
+
+def _references(target: Any) -> tuple[str, ...]:
+    """lmms-eval logs the task's target as it is, or as str() of a list (G-VEval's references)."""
+    if isinstance(target, str) and target.startswith("["):
+        try:
+            target = ast.literal_eval(target)
+        except (ValueError, SyntaxError):
+            return (target,)
+    if isinstance(target, (list, tuple)):
+        return tuple(str(t) for t in target)
+    return () if target is None else (str(target),)
+
+
+def _str(value: Any) -> str | None:
+    return None if value is None else str(value)

@@ -1,0 +1,258 @@
+"""What a leaderboard shows, per task, before any markup: the sections the Markdown and HTML pages share.
+
+One section per task: its models in the order of the task's main metric, a *main* table (the main metric
+with its CI, the difference from the top model with its CI, the Holm-corrected p, the judge-noise share when
+some model was judged k > 1 times per item, items when they differ) and the task's *other* metrics after it
+(other main scores, per-type scores, corpus-level aggregates, then rates and descriptive values), and the
+judge's identity once, as the section's note.
+
+Column headers drop the prefix every metric of the task shares (`gveval_`, `anycap_`); the caption names
+the main metric in full. A corpus-level metric logged with its own interval as two more metrics
+(`gveval_kendall_b_mean` with `..._ci_low` and `..._ci_high`) is shown as one value with its interval; the
+CSV keeps all three.
+
+Display conventions: scores keep the task's own scale (one decimal when some model's value is 10 or more,
+else two; a column's CIs and differences use the same); rates are in %. A ▼ after a value marks a model
+that is significantly worse than the column's top model (Holm-corrected paired permutation test).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from capjudge.metrics.leaderboard.board import Leaderboard, LeaderboardRow, MetricColumn
+from capjudge.metrics.leaderboard.stats import Comparison, Estimate
+
+WORSE_MARK = "▼"
+EMPTY = "—"
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One table cell: the value, its interval (shown after it, or under it in HTML), the ▼ mark, the key the
+    HTML sorts by, and a longer description (the HTML's tooltip)."""
+
+    value: str
+    interval: str = ""
+    mark: str = ""
+    sort: str = ""
+    note: str = ""
+
+    @property
+    def text(self) -> str:
+        return " ".join(part for part in (self.value, self.interval, self.mark) if part)
+
+
+@dataclass(frozen=True)
+class DisplayColumn:
+    header: str
+    cells: tuple[Cell, ...]  # one per row of the section
+    align: Literal["left", "right"] = "right"
+
+
+@dataclass(frozen=True)
+class TaskSection:
+    task: str
+    caption: str  # what ranks the rows, and the number of items when every model has the same
+    rows: tuple[LeaderboardRow, ...]  # models run on this task, in its rank order
+    keys: tuple[DisplayColumn, DisplayColumn]  # rank and model, first in every table of the section
+    main: tuple[DisplayColumn, ...]
+    others: tuple[DisplayColumn, ...]
+    judge_note: str
+
+
+def task_sections(board: Leaderboard) -> list[TaskSection]:
+    return [_section(board, task) for task in board.tasks]
+
+
+def _section(board: Leaderboard, task: str) -> TaskSection:
+    main_column = board.task_rank_columns.get(task)
+    rows = tuple(sorted(
+        (row for row in board.rows if task in row.n_items),
+        key=lambda row: (row.task_ranks.get(task) is None, row.task_ranks.get(task) or 0, row.name),
+    ))
+    keys = (
+        DisplayColumn("#", tuple(_rank_cell(row.task_ranks.get(task)) for row in rows)),
+        DisplayColumn("Model", tuple(Cell(row.name, sort=row.name) for row in rows), align="left"),
+    )
+    columns = [c for c in board.columns if c.task == task]
+    prefix = _shared_prefix([c.metric for c in columns])
+    bounds = _logged_bounds(columns)
+    folded = {bound.key for pair in bounds.values() for bound in pair}
+    main: list[DisplayColumn] = []
+    if main_column is not None:
+        main.append(_metric_column(main_column, rows, board, prefix, ci_in_header=True))
+        main.append(_difference_column(main_column, rows, board))
+        main.append(DisplayColumn("p (Holm)", tuple(_p_cell(row.comparison_for(main_column)) for row in rows)))
+        if any(row.estimates[main_column.key].replies > 1 for row in rows):
+            main.append(DisplayColumn("Judge noise", tuple(_noise_cell(row.estimates[main_column.key]) for row in rows)))
+    item_counts = {row.n_items.get(task) for row in rows}
+    if len(item_counts) > 1 or None in item_counts:
+        main.append(DisplayColumn("Items", tuple(_count_cell(row.n_items.get(task)) for row in rows)))
+    order = {"score": 0, "rate": 1, "descriptive": 2}
+    others = sorted((c for c in columns if c != main_column and c.key not in folded),
+                    key=lambda c: (order[c.kind], not c.main))
+    return TaskSection(
+        task=task,
+        caption=_caption(main_column, item_counts),
+        rows=rows,
+        keys=keys,
+        main=tuple(main),
+        others=tuple(_metric_column(c, rows, board, prefix, bounds=bounds.get(c.key)) for c in others),
+        judge_note=_judge_note(rows, task),
+    )
+
+
+def _shared_prefix(metrics: Sequence[str]) -> str:
+    """The `word_` every metric name starts with ('' when they do not share one, or for a single metric)."""
+    if len(metrics) < 2:
+        return ""
+    first = metrics[0].split("_", 1)[0] + "_"
+    return first if all(m.startswith(first) and len(m) > len(first) for m in metrics) else ""
+
+
+def _logged_bounds(columns: Sequence[MetricColumn]) -> dict[str, tuple[MetricColumn, MetricColumn]]:
+    """column key -> its `_ci_low` and `_ci_high` columns, for metrics whose interval is logged as two more."""
+    by_metric = {c.metric: c for c in columns}
+    return {
+        c.key: (by_metric[f"{c.metric}_ci_low"], by_metric[f"{c.metric}_ci_high"])
+        for c in columns if f"{c.metric}_ci_low" in by_metric and f"{c.metric}_ci_high" in by_metric
+    }
+
+
+def _caption(main_column: MetricColumn | None, item_counts: set[int | None]) -> str:
+    parts = []
+    if main_column is not None:
+        better = "higher" if main_column.higher_is_better else "lower"
+        parts.append(f"Ranked by {main_column.metric} ({better} is better)")
+    if len(item_counts) == 1 and None not in item_counts:
+        parts.append(f"{next(iter(item_counts))} items")
+    return "; ".join(parts) + "."
+
+
+def legend(board: Leaderboard) -> str:
+    """The method paragraph every rendering ends with: what ranks, what ▼ means, how CIs and tests are made."""
+    ranked = f"Overall rank (the CSV's rank column): by {board.rank_column.label}. " if board.rank_column else ""
+    return f"{ranked}{WORSE_MARK}: significantly worse than the column's top model. {board.method}"
+
+
+def _judge_note(rows: Sequence[LeaderboardRow], task: str) -> str:
+    labels = {row.name: ", ".join(row.judges.get(task, ())) or "not recorded" for row in rows}
+    distinct = set(labels.values())
+    if len(distinct) == 1:
+        who = "" if len(rows) == 1 else f" (all {len(rows)} models)"
+        return f"Judge{who}: {distinct.pop()}"
+    return "Judges differ: " + "; ".join(f"{name}: {label}" for name, label in labels.items())
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Cells
+# ---------------------------------------------------------------------------------------------------------
+
+
+def decimals(column: MetricColumn, rows: Sequence[LeaderboardRow]) -> int:
+    """Rates: one decimal (of %). Scores: one when some model's value is 10 or more, else two."""
+    if column.kind == "rate":
+        return 1
+    values = [abs(row.estimates[column.key].value) for row in rows if row.estimates[column.key].value is not None]
+    return 1 if any(v >= 10 for v in values) else 2  # type: ignore[arg-type]
+
+
+def _scaled(value: float, column: MetricColumn) -> float:
+    return 100 * value if column.kind == "rate" else value
+
+
+def _sort_key(value: float | None) -> str:
+    return "" if value is None or math.isnan(value) else repr(float(value))
+
+
+def header(column: MetricColumn, prefix: str = "", ci_in_header: bool = False, confidence: float = 0.95) -> str:
+    unit = " (%)" if column.kind == "rate" else ""
+    name = column.metric.removeprefix(prefix)
+    return f"{name}{unit}" + (f" [{confidence:.0%} CI]" if ci_in_header else "")
+
+
+def estimate_cell(
+    estimate: Estimate,
+    column: MetricColumn,
+    places: int,
+    comparison: Comparison | None = None,
+    logged_bounds: tuple[Estimate, Estimate] | None = None,
+) -> Cell:
+    if estimate.value is None:
+        return Cell(EMPTY)
+    scaled = lambda v: f"{_scaled(v, column):.{places}f}"  # noqa: E731
+    interval = ""
+    low, high = estimate.ci_low, estimate.ci_high
+    if (low is None or high is None) and logged_bounds is not None:
+        low, high = logged_bounds[0].value, logged_bounds[1].value
+    if low is not None and high is not None:
+        interval = f"[{scaled(low)}, {scaled(high)}]"
+    elif estimate.source == "harness":
+        interval = "(no CI)"
+    note = f"{estimate.n} items" if estimate.source == "samples" else "lmms-eval's aggregate (no per-item log)"
+    if estimate.noise_share is not None:
+        note += f"; judge noise {estimate.noise_share:.0%} of the CI's width (k={estimate.replies})"
+    worse = comparison is not None and comparison.significant
+    return Cell(scaled(estimate.value), interval, WORSE_MARK if worse else "", _sort_key(estimate.value), note)
+
+
+def _metric_column(
+    column: MetricColumn,
+    rows: Sequence[LeaderboardRow],
+    board: Leaderboard,
+    prefix: str,
+    ci_in_header: bool = False,
+    bounds: tuple[MetricColumn, MetricColumn] | None = None,
+) -> DisplayColumn:
+    places = decimals(column, rows)
+    cells = tuple(
+        estimate_cell(row.estimates[column.key], column, places, row.comparison_for(column),
+                      None if bounds is None else (row.estimates[bounds[0].key], row.estimates[bounds[1].key]))
+        for row in rows
+    )
+    return DisplayColumn(header(column, prefix, ci_in_header, board.settings.confidence), cells)
+
+
+def _difference_column(column: MetricColumn, rows: Sequence[LeaderboardRow], board: Leaderboard) -> DisplayColumn:
+    places = decimals(column, rows)
+    top = board.top(column)
+    cells = []
+    for row in rows:
+        comparison = row.comparison_for(column)
+        if comparison is None or comparison.difference is None:
+            cells.append(Cell("top" if row.name == top else EMPTY))
+            continue
+        signed = lambda v: f"{_scaled(v, column):+.{places}f}"  # noqa: E731
+        interval = ""
+        if comparison.ci_low is not None and comparison.ci_high is not None:
+            interval = f"[{signed(comparison.ci_low)}, {signed(comparison.ci_high)}]"
+        cells.append(Cell(signed(comparison.difference), interval, sort=_sort_key(comparison.difference),
+                          note=f"{comparison.n_common} items in common with {comparison.reference}"))
+    return DisplayColumn(f"Δ vs top [{board.settings.confidence:.0%} CI]", tuple(cells))
+
+
+def _p_cell(comparison: Comparison | None) -> Cell:
+    if comparison is None or comparison.p_adjusted is None:
+        return Cell(EMPTY)
+    return Cell(f"{comparison.p_adjusted:.3g}", sort=_sort_key(comparison.p_adjusted),
+                note=f"uncorrected p {comparison.p_value:.3g}" if comparison.p_value is not None else "")
+
+
+def _noise_cell(estimate: Estimate) -> Cell:
+    if estimate.noise_share is None:
+        why = "one reply per item" if estimate.replies == 1 else "no reply value behind this metric"
+        return Cell(f"{EMPTY} (k={estimate.replies})", note=f"judge noise not measurable: {why}")
+    return Cell(f"{estimate.noise_share:.0%} (k={estimate.replies})", sort=_sort_key(estimate.noise_share))
+
+
+def _rank_cell(rank: int | None) -> Cell:
+    return Cell(EMPTY if rank is None else str(rank), sort=_sort_key(None if rank is None else float(rank)))
+
+
+def _count_cell(count: int | None) -> Cell:
+    return Cell("?" if count is None else str(count), sort=_sort_key(None if count is None else float(count)),
+                note="" if count is not None else "no per-sample log")

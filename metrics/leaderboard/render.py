@@ -1,0 +1,283 @@
+"""Writers for a `Leaderboard`: leaderboard.md, leaderboard.csv, leaderboard.png and a self-contained
+leaderboard.html (`capjudge.metrics.leaderboard.html`).
+
+leaderboard.md is for people, in a terminal as much as rendered: one section per task (its layout is
+`capjudge.metrics.leaderboard.layout`), tables padded into columns and cut into tables no wider than
+`MARKDOWN_WIDTH` characters (the rank and model columns start each), prose wrapped to the same width, long
+model names shortened (the full names listed under the table). leaderboard.csv is for programs: one row per
+model, every metric with its CI, n, replies per item, judge-noise share and test, every task's judge; it is
+as wide as it needs to be, with rates as fractions.
+
+Names are data, and both files are safe to open whatever a name holds: in leaderboard.md a name's HTML, `|`
+and `\\` are escaped and control characters (a newline) are shown as their Unicode pictures (␊), so a name
+never breaks a table or a line or becomes markup; in leaderboard.csv a text cell that
+starts with `=`, `+`, `-`, `@`, a tab or a carriage return (which a spreadsheet would run as a formula) or with
+`'` gets one more `'` in front (drop a leading `'` to get the exact text; numbers are written as numbers).
+Every file is written whole or not at all (`capjudge.metrics.files.outputs`).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import re
+import textwrap
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from capjudge.metrics.leaderboard.board import Leaderboard
+from capjudge.metrics.leaderboard.chart import render_chart_png
+from capjudge.metrics.leaderboard.html import render_html
+from capjudge.metrics.leaderboard.layout import (
+    Cell,
+    DisplayColumn,
+    TaskSection,
+    legend,
+    task_sections,
+)
+from capjudge.metrics.files.outputs import discard, publish_replacing, stage
+
+MARKDOWN_WIDTH = 120
+MODEL_NAME_WIDTH = 24  # longer names are shortened in the Markdown tables (see short_names)
+USAGE_FIELDS = ("requests", "prompt_tokens", "completion_tokens", "cached_items")
+# What a spreadsheet runs as a formula at the start of a cell (OWASP's list), and the apostrophe that escapes it.
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r", "'")
+# Markup in Markdown text: a `<` that opens a tag and an `&` that starts an entity (a lone `p < 0.05` is text).
+_MARKUP = re.compile(r"<(?=[A-Za-z/!?])|&(?=#?\w+;)")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+__all__ = ["LeaderboardFiles", "render_chart_png", "render_html", "render_markdown", "write_csv", "write_leaderboard"]
+
+
+@dataclass(frozen=True)
+class LeaderboardFiles:
+    markdown: Path
+    csv: Path
+    html: Path
+    png: Path
+
+
+def write_leaderboard(board: Leaderboard, out_dir: Path) -> LeaderboardFiles:
+    """Write the four files into `out_dir` (made if missing): each is rendered and written to a temporary
+    file first, and only when all four are complete are they moved into place."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    files = LeaderboardFiles(
+        out_dir / "leaderboard.md", out_dir / "leaderboard.csv", out_dir / "leaderboard.html", out_dir / "leaderboard.png"
+    )
+    png = render_chart_png(board)
+    staged: dict[Path, Path] = {}
+    try:
+        for path, content in ((files.png, png), (files.markdown, render_markdown(board)), (files.csv, render_csv(board)),
+                              (files.html, render_html(board, png))):
+            staged[path] = stage(path, [content])
+        for path, temporary in staged.items():
+            publish_replacing(temporary, path)
+    finally:
+        discard(*staged.values())
+    return files
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Markdown
+# ---------------------------------------------------------------------------------------------------------
+
+
+def render_markdown(board: Leaderboard, width: int = MARKDOWN_WIDTH) -> str:
+    lines = ["# Leaderboard", ""]
+    if board.warnings:
+        lines += ["## Warnings", ""]
+        for warning in board.warnings:
+            lines += textwrap.wrap(f"- ⚠ {markdown_text(warning)}", width, subsequent_indent="  ", break_on_hyphens=False)
+        lines.append("")
+    shorts = short_names([row.name for row in board.rows])
+    for section in task_sections(board):
+        lines += _section_lines(section, shorts, width)
+    lines += ["## Method", ""] + _wrapped(legend(board), width) + [""]
+    lines += _usage_lines(board, shorts, width)
+    return "\n".join(lines)
+
+
+def markdown_text(text: str) -> str:
+    """`text` (names, tasks, judges: data) as Markdown that shows it and nothing else: no tag, no entity, no
+    table cell boundary (`\\` and `|` escaped), no control character (shown as its Unicode picture, e.g. ␊
+    for a newline)."""
+    escaped = _MARKUP.sub(lambda match: "&lt;" if match.group() == "<" else "&amp;", text)
+    escaped = escaped.replace("\\", "\\\\").replace("|", "\\|")
+    return _CONTROL.sub(lambda match: chr(0x2400 + ord(match.group())) if match.group() != "\x7f" else "␡", escaped)
+
+
+def _wrapped(text: str, width: int) -> list[str]:
+    return textwrap.wrap(markdown_text(text), width, break_on_hyphens=False)
+
+
+def _section_lines(section: TaskSection, shorts: dict[str, str], width: int) -> list[str]:
+    rank, model = section.keys
+    model, names_note = _with_short_names(model, shorts, width)
+    keys = (rank, model)
+    lines = [f"## {markdown_text(section.task)}", ""] + _wrapped(section.caption, width) + [""]
+    for chunk in _packed(keys, section.main, width):
+        lines += _table(keys + tuple(chunk)) + [""]
+    if section.others:
+        lines += _wrapped("Other metrics: mean [CI]; rates in % of the items.", width) + [""]
+        for chunk in _packed(keys, section.others, width):
+            lines += _table(keys + tuple(chunk)) + [""]
+    lines += names_note
+    lines += _wrapped(section.judge_note, width) + [""]
+    return lines
+
+
+def short_names(names: Sequence[str]) -> dict[str, str]:
+    """Each model's name in the Markdown tables: longer than `MODEL_NAME_WIDTH`, its middle is cut (the end of
+    a model name is as telling as its start: sizes, variants), numbered when two cuts would read the same;
+    the same for a model in every table."""
+    shorts: dict[str, str] = {}
+    for name in names:
+        short = name if len(name) <= MODEL_NAME_WIDTH else _cut_middle(name, MODEL_NAME_WIDTH)
+        number = 2
+        while short in shorts.values():
+            short, number = _cut_middle(name, MODEL_NAME_WIDTH - len(str(number)) - 1) + f"#{number}", number + 1
+        shorts[name] = short
+    return shorts
+
+
+def _cut_middle(name: str, width: int) -> str:
+    head = (width - 1) // 2
+    return name[:head] + "…" + name[len(name) - (width - 1 - head):]
+
+
+def _with_short_names(model: DisplayColumn, shorts: dict[str, str], width: int) -> tuple[DisplayColumn, list[str]]:
+    """The model column with short names, and the note that spells out the ones that were cut."""
+    cut = [(shorts[cell.value], cell.value) for cell in model.cells if shorts[cell.value] != cell.value]
+    column = replace(model, cells=tuple(replace(cell, value=shorts[cell.value]) for cell in model.cells))
+    note = _wrapped("Full model names: " + "; ".join(f"{short} = {full}" for short, full in cut), width) + [""] if cut else []
+    return column, note
+
+
+def _column_width(column: DisplayColumn) -> int:
+    return max([len(column.header), 3] + [len(_escaped(cell)) for cell in column.cells])
+
+
+def _table_width(columns: Sequence[DisplayColumn]) -> int:
+    return sum(_column_width(c) for c in columns) + 3 * len(columns) + 1
+
+
+def _packed(keys: Sequence[DisplayColumn], columns: Sequence[DisplayColumn], width: int) -> list[list[DisplayColumn]]:
+    """`columns` in order, cut into as few tables as fit `width` with the key columns in front of each."""
+    chunks: list[list[DisplayColumn]] = []
+    for column in columns:
+        if chunks and _table_width([*keys, *chunks[-1], column]) <= width:
+            chunks[-1].append(column)
+        else:
+            chunks.append([column])
+    return chunks
+
+
+def _escaped(cell: Cell) -> str:
+    return markdown_text(cell.text)
+
+
+def _table(columns: Sequence[DisplayColumn]) -> list[str]:
+    widths = [_column_width(c) for c in columns]
+
+    def line(cells: Sequence[str], aligns: Sequence[str]) -> str:
+        padded = [text.ljust(w) if align == "left" else text.rjust(w) for text, w, align in zip(cells, widths, aligns)]
+        return "| " + " | ".join(padded) + " |"
+
+    aligns = [c.align for c in columns]
+    rule = "|" + "|".join(("-" * (w + 1) + ":") if a == "right" else ("-" * (w + 2)) for w, a in zip(widths, aligns)) + "|"
+    rows = [line([_escaped(c.cells[i]) for c in columns], aligns) for i in range(len(columns[0].cells))]
+    return [line([_escaped(Cell(c.header)) for c in columns], ["left"] * len(columns)), rule, *rows]
+
+
+def _usage_lines(board: Leaderboard, shorts: dict[str, str], width: int) -> list[str]:
+    """What judging each run cost, as the API reported it (items answered from the cache cost nothing)."""
+    rows = [(row.name, task, usage) for row in board.rows for task, usage in row.usage.items()]
+    if not rows:
+        return []
+    names = ("model", "task", "items", "from cache", "requests", "prompt tokens", "completion tokens")
+    values = [
+        (name, task, str(usage.get("items", 0)), str(usage.get("cached_items", 0)), str(usage.get("requests", 0)),
+         f"{usage.get('prompt_tokens', 0):,}", f"{usage.get('completion_tokens', 0):,}")
+        for name, task, usage in rows
+    ]
+    columns = [
+        DisplayColumn(header, tuple(Cell(row[i]) for row in values), align="left" if i < 2 else "right")
+        for i, header in enumerate(names)
+    ]
+    model, names_note = _with_short_names(columns[0], shorts, width)
+    return ["## Judge usage", "", *_table([model, *columns[1:]]), "", *names_note]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# CSV
+# ---------------------------------------------------------------------------------------------------------
+
+
+def write_csv(board: Leaderboard, path: Path) -> None:
+    Path(path).write_text(render_csv(board), encoding="utf-8", newline="")
+
+
+def render_csv(board: Leaderboard) -> str:
+    header = ["rank", "model", "results_paths"]
+    for column in board.columns:
+        key = column.key
+        header += [key, f"{key}_ci_low", f"{key}_ci_high", f"{key}_n", f"{key}_replies", f"{key}_judge_noise_share"]
+        if column.kind == "score":
+            header += [f"{key}_diff_vs_top", f"{key}_diff_ci_low", f"{key}_diff_ci_high", f"{key}_p_vs_top",
+                       f"{key}_p_holm", f"{key}_differs_from_top"]
+    header += ["rank_metric", "top_model", "test"]
+    tasks = board.tasks
+    header += [f"rank_{task}" for task in tasks] + [f"items_{task}" for task in tasks] + [f"judge_{task}" for task in tasks]
+    header += [f"{name}_{task}" for task in tasks for name in USAGE_FIELDS]
+    header += [f"report_url_{task}" for task in tasks]
+    handle = io.StringIO(newline="")
+    writer = csv.writer(handle)
+    writer.writerow([_csv_text(cell) for cell in header])
+    for row in board.rows:
+        cells: list[object] = [row.rank if row.rank is not None else "", row.name, "; ".join(str(p) for p in row.results_paths)]
+        for column in board.columns:
+            estimate = row.estimates[column.key]
+            cells += [_csv_value(estimate.value), _csv_value(estimate.ci_low), _csv_value(estimate.ci_high), estimate.n,
+                      estimate.replies, _csv_value(estimate.noise_share)]
+            if column.kind == "score":
+                comparison = row.comparison_for(column)
+                cells += [
+                    _csv_value(comparison.difference if comparison else None),
+                    _csv_value(comparison.ci_low if comparison else None),
+                    _csv_value(comparison.ci_high if comparison else None),
+                    _csv_value(comparison.p_value if comparison else None),
+                    _csv_value(comparison.p_adjusted if comparison else None),
+                    "" if comparison is None or comparison.significant is None else str(comparison.significant).lower(),
+                ]
+        cells += [
+            board.rank_column.key if board.rank_column else "",
+            board.top(board.rank_column) or "" if board.rank_column else "",
+            "paired permutation (sign-flip), Holm-corrected",
+        ]
+        cells += [_blank_if_none(row.task_ranks.get(task)) for task in tasks]
+        cells += [_blank_if_none(row.n_items.get(task)) for task in tasks]
+        cells += ["; ".join(row.judges.get(task, ())) for task in tasks]
+        cells += [row.usage.get(task, {}).get(name, "") for task in tasks for name in USAGE_FIELDS]
+        cells += [row.report_urls.get(task, "") for task in tasks]
+        writer.writerow([_csv_text(cell) for cell in cells])
+    return handle.getvalue()
+
+
+def _blank_if_none(value: object) -> object:
+    return "" if value is None else value
+
+
+def _csv_value(value: float | None) -> float | str:
+    """A number as a number (the CSV writer spells it as repr does); none as an empty cell."""
+    return "" if value is None or (isinstance(value, float) and math.isnan(value)) else float(value)
+
+
+def _csv_text(cell: object) -> object:
+    """A text cell a spreadsheet would run as a formula gets a leading `'` (so does one starting with `'`, so
+    that dropping one leading `'` always gives the exact text back); numbers stay numbers."""
+    if isinstance(cell, str) and cell.startswith(_FORMULA_START):
+        return "'" + cell
+    return cell

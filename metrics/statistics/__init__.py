@@ -1,0 +1,1 @@
+"""Statistics: correlation coefficients, bootstrap intervals, comparisons, annotator agreement, judge noise."""

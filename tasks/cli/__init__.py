@@ -1,0 +1,1 @@
+"""The `capjudge` command line: one module per command, assembled in main.py."""

@@ -1,0 +1,73 @@
+"""`capjudge leaderboard RUN ... --out DIR`: compare models from their lmms-eval output folders."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+
+def register(groups: Any) -> None:
+    parser = groups.top.add_parser(
+        "leaderboard",
+        help="rank models from lmms-eval output folders, with bootstrap CIs and paired tests",
+        description=(
+            "Read lmms-eval output folders (results JSON and, from --log_samples, per-sample JSONL) of several "
+            "models on the same tasks; write leaderboard.md, .csv, .html and .png."
+        ),
+    )
+    parser.add_argument(
+        "runs", nargs="+", metavar="RUN",
+        help="an lmms-eval --output_path folder, a model subfolder, or a *_results.json; NAME=PATH labels the row",
+    )
+    parser.add_argument("--out", default="results/leaderboard", help="output folder (default: results/leaderboard)")
+    parser.add_argument("--rank-by", help="metric (or task/metric) to rank by; default: the first task's main score")
+    parser.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples for CIs (default 2000)")
+    parser.add_argument("--permutations", type=int, default=9999, help="permutation-test budget (default 9999)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--confidence", type=float, default=0.95)
+    parser.add_argument("--alpha", type=float, default=0.05, help="significance level after Holm correction")
+    parser.add_argument(
+        "--report-url", metavar="TEMPLATE",
+        help="link each row of the HTML to the model's items in `capjudge report`'s page, e.g. "
+             "'report/report.html#task={task}&model={model}' ({task} and {model} are filled in, URL-quoted); "
+             "default: no links",
+    )
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from capjudge.metrics.leaderboard.board import LeaderboardSettings, build_leaderboard
+    from capjudge.metrics.leaderboard.render import write_leaderboard
+    from capjudge.metrics.files.outputs import OutputError, writable_folder
+    from capjudge.metrics.files.runs import LeaderboardError, read_runs
+
+    try:
+        writable_folder(Path(args.out))  # before the runs are read and the statistics made
+        settings = LeaderboardSettings(
+            n_resamples=args.resamples, n_permutations=args.permutations, seed=args.seed,
+            confidence=args.confidence, alpha=args.alpha,
+        )
+        runs, notes = read_runs(args.runs)
+        board = build_leaderboard(runs, settings, rank_by=args.rank_by, warnings=notes,
+                                  report_url=_report_url(args.report_url) if args.report_url else None)
+    except (LeaderboardError, OutputError, ValueError) as error:
+        print(f"capjudge leaderboard: {error}", file=sys.stderr)
+        return 2
+    for warning in board.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    files = write_leaderboard(board, Path(args.out))
+    ranked = ", ".join(f"{row.rank or '—'}. {row.name}" for row in board.rows)
+    print(f"{len(board.rows)} models ({ranked}); wrote {files.markdown}, {files.csv}, {files.html}, {files.png}")
+    return 0
+
+
+def _report_url(template: str):
+    """(task, model) -> the template with both filled in, URL-quoted; a template without either is an error."""
+    from urllib.parse import quote
+
+    if "{task}" not in template and "{model}" not in template:
+        raise ValueError(f"--report-url {template!r} has neither {{task}} nor {{model}}: every row would link to one place")
+    return lambda task, model: template.replace("{task}", quote(task, safe="")).replace("{model}", quote(model, safe=""))

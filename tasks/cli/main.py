@@ -1,0 +1,53 @@
+"""The `capjudge` command line.
+
+Each command module has a `register(groups)` function that adds its subcommands; this file only
+assembles them. Feature modules import their heavy dependencies inside the handlers, so
+`capjudge parse ...` starts fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass
+
+from capjudge.judges.local import launcher
+from capjudge.tasks.cli import anycap, cache, correlate, demo, gveval, leaderboard, reliability, report
+from capjudge.tasks.judging import estimate, stage
+
+# The modules that contribute subcommands, in the order their help appears. Imported statically: a command
+# that cannot import fails every `capjudge` call with its traceback, never silently vanishes.
+COMMAND_MODULES = (gveval, anycap, correlate, leaderboard, report, reliability, launcher, demo, stage, cache, estimate)
+
+
+@dataclass(frozen=True)
+class CommandGroups:
+    """Where a feature module hangs its subcommands: top level, or under `render` / `parse`."""
+
+    top: argparse._SubParsersAction
+    render: argparse._SubParsersAction
+    parse: argparse._SubParsersAction
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="capjudge", description="Rubric LLM judges for video captions.")
+    top = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    render = top.add_parser("render", help="write the exact judge request for one caption; no request is made")
+    parse = top.add_parser("parse", help="parse judge replies (stdin, or --jsonl FILE for batches)")
+    groups = CommandGroups(
+        top=top,
+        render=render.add_subparsers(dest="judge", required=True, metavar="JUDGE"),
+        parse=parse.add_subparsers(dest="judge", required=True, metavar="JUDGE"),
+    )
+    for module in COMMAND_MODULES:
+        module.register(groups)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return int(args.func(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,60 @@
+"""`capjudge report`: one HTML page showing every item of a set of runs, as each judge saw and scored it.
+
+    capjudge report RUN [RUN ...] --out DIR [--videos FOLDER]
+
+RUN is an lmms-eval output folder (or results JSON) written with --log_samples, or a `capjudge judge` output;
+`NAME=RUN` names its column. Writes DIR/report.html and DIR/frames/ (the judges' visual input, re-rendered
+from the logged videos; --videos finds clips that have moved, by file name). A leaderboard row links to its
+items as report.html#task=TASK&model=MODEL.
+Exit codes: 0 written, 1 the runs cannot make a report (the message names the run, the file and the item),
+2 wrong arguments (an --out that is a file or cannot be written is found before any run is read).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+EXIT_OK, EXIT_DATA_ERROR, EXIT_USAGE = 0, 1, 2
+
+
+def register(groups: Any) -> None:
+    parser = groups.top.add_parser(
+        "report", help="per-item HTML report: frames, captions, judge replies, scores, length rule, failures",
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("runs", nargs="+", metavar="RUN", help="lmms-eval output folder or results JSON (NAME=RUN to name it)")
+    parser.add_argument("--out", type=Path, required=True, metavar="DIR", help="folder for report.html and frames/")
+    parser.add_argument("--videos", type=Path, metavar="FOLDER",
+                        help="where to look for a clip (by file name) that is no longer at its logged path")
+    parser.set_defaults(func=handle_report)
+
+
+def handle_report(args: argparse.Namespace) -> int:
+    from capjudge.metrics.item_report.page import write_page
+    from capjudge.metrics.item_report.report import ReportError, build_item_report
+    from capjudge.metrics.files.outputs import OutputError, writable_folder
+
+    if args.videos is not None and not args.videos.is_dir():
+        print(f"capjudge report: --videos {args.videos}: no such folder", file=sys.stderr)
+        return EXIT_DATA_ERROR
+    try:
+        writable_folder(args.out)
+    except OutputError as error:
+        print(f"capjudge report: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        report = build_item_report(args.runs, args.out, args.videos)
+    except ReportError as error:
+        print(f"capjudge report: {error}", file=sys.stderr)
+        return EXIT_DATA_ERROR
+    page = write_page(report, args.out)
+    items = sum(len(section.items) for section in report.sections)
+    unshown = sum(1 for section in report.sections for item in section.items if item.visual.problem)
+    print(f"wrote {page}: {len(report.sections)} tasks, {items} items, {len(report.runs)} runs"
+          + (f"; frames not shown for {unshown} items (see the page)" if unshown else ""))
+    for warning in report.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    return EXIT_OK

@@ -1,0 +1,388 @@
+"""`JudgedTask`: the one task path every capjudge judge goes through inside lmms-eval (and `capjudge judge`).
+
+A judge's task class (e.g. `GVEvalTask`) supplies only what is its own:
+
+- `settings_type`: a `JudgeSettings` subclass (how the YAML metadata and the environment become settings);
+- `run_judge(doc, caption, settings, client, video)`: build the judge on the per-item client and judge;
+- `unjudged(doc, caption, settings, failure)`: the judge's result for an item that cannot be judged at all;
+- `metric_values(doc, result)`: the per-item values its `metric_list` aggregates.
+
+Everything else is here, once: resolving the settings and the judge configuration (once per task), the
+missing-video rule, observing the judge call (raw reply, cache hit, requests), judging every response ahead
+of `process_results` at the client's concurrency, and the per-item record.
+
+The per-item record. lmms-eval writes every key `process_results` returns into the `--log_samples` line AND
+aggregates every key into the results JSON, so a log-only key would show up there as an empty metric. The
+record therefore rides as the value of one real metric, `judged` (aggregated by `count_judged`: how many
+items have a valid judgment): `{"item_id", "judge", "judgment"}` — the item's id (lmms-eval drops the
+document from the log), which judge with which settings, and what it said (scores, failure kind, raw reply,
+cache hit, requests). `capjudge.metrics.files.runs` reads it back.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import statistics
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from capjudge.judges.client.cache import check_cache_file
+from capjudge.judges.client.judge_client import shared_client
+from capjudge.judges.client.config import JudgeConfig
+from capjudge.judges.client.preflight import preflight_enabled, probe_judge
+from capjudge.judges.types import JudgeResult, ParseFailure, Usage
+from capjudge.tasks.judged.harness import (
+    ObservedClient,
+    check_videos,
+    missing_video_problem,
+    parse_positive_int,
+    setting,
+    video_path,
+)
+from capjudge.tasks.judged.prejudge import PrejudgedItems, item_key, prejudge
+from capjudge.tasks.judged.run_outcome import running_as_lmms_eval
+from capjudge.tasks.judged.sourced_task import SourcedTask
+from lmms_eval.api.reasoning import parse_reasoning_tags_config, strip_reasoning_tags
+
+log = logging.getLogger(__name__)
+
+# The metric that carries each item's logged record (see the module docstring).
+RECORD_METRIC = "judged"
+VIDEO_MISSING = "video_missing"
+CAPTION_TOO_LONG = "caption_too_long"
+# Far above any real caption (the tasks generate at most 512 tokens, a few thousand characters) and far below
+# what would make one request costly: a runaway 50 MB output is an unjudged item, never a paid request.
+DEFAULT_MAX_CAPTION_CHARS = 20_000
+# How much of a caption that was too long to judge the sample log keeps (the item report shows it).
+CAPTION_PREVIEW_CHARS = 1_000
+
+
+def count_judged(records: Sequence[Mapping[str, Any]]) -> int:
+    """Aggregation of `judged`: how many items have a valid judgment."""
+    return sum(1 for record in records if record["judgment"]["failure"] is None)
+
+
+@dataclass(frozen=True)
+class JudgeSettings:
+    """A judge's task settings. Subclasses add their fields and `resolve(metadata, env)`; the class attributes
+    name the judge so that every sample log's `judge` record has one shape."""
+
+    judge_name: ClassVar[str]
+    judge_version: ClassVar[str]
+    published_model: ClassVar[str]
+    needs_video: ClassVar[bool] = True
+    needs_logprobs: ClassVar[bool] = False
+
+    def logged_settings(self) -> dict[str, Any]:
+        """The settings as the sample log's `judge.settings` records them."""
+        raise NotImplementedError
+
+    def local_reply_constraint(self) -> dict[str, Any]:
+        """The judge's reply-format constraint for the local llama.cpp server (its module's
+        `local_reply_constraint`)."""
+        raise NotImplementedError
+
+    def extra_request_params(self) -> dict[str, Any]:
+        """The local llama.cpp server's output constraint, when the settings ask for it (subclasses have a
+        `constrained_output` field, from CAPJUDGE_CONSTRAINED_OUTPUT); nothing for any other server."""
+        return self.local_reply_constraint() if getattr(self, "constrained_output", False) else {}
+
+    def identity(self, config: JudgeConfig) -> dict[str, Any]:
+        """The sample log's `judge` record: which judge, which model, which settings."""
+        return {
+            "name": self.judge_name,
+            "model": config.model or self.published_model,
+            "endpoint": config.endpoint_label,
+            "judge_version": self.judge_version,
+            "settings": self.logged_settings(),
+        }
+
+
+def resolve_samples(metadata: Mapping[str, Any], env: Mapping[str, str] | None = None) -> int:
+    """k replies per item: task metadata `judge_samples`, overridden by CAPJUDGE_JUDGE_SAMPLES (default 1, the
+    published protocol)."""
+    return setting(metadata, "judge_samples", 1, parse_positive_int, env_name="CAPJUDGE_JUDGE_SAMPLES", env=env)
+
+
+def resolve_max_caption_chars(metadata: Mapping[str, Any], env: Mapping[str, str] | None = None) -> int:
+    """The longest caption sent to the judge, in characters: task metadata `max_caption_chars`, overridden by
+    CAPJUDGE_MAX_CAPTION_CHARS (default DEFAULT_MAX_CAPTION_CHARS). A longer caption ends `caption_too_long`."""
+    return setting(metadata, "max_caption_chars", DEFAULT_MAX_CAPTION_CHARS, parse_positive_int,
+                   env_name="CAPJUDGE_MAX_CAPTION_CHARS", env=env)
+
+
+def caption_too_long_problem(item_id: str, caption: str, limit: int) -> str | None:
+    """Why the caption is not sent (naming the item, its length and the setting), or None when it may be."""
+    if len(caption) <= limit:
+        return None
+    return (f"item {item_id}: caption has {len(caption):,} characters, above CAPJUDGE_MAX_CAPTION_CHARS "
+            f"({limit:,}); not sent to the judge")
+
+
+def caption_preview(caption: str) -> str:
+    """The start of a caption too long to judge, marked as cut, for the sample log."""
+    return f"{caption[:CAPTION_PREVIEW_CHARS]}… [cut: {len(caption):,} characters in all]"
+
+
+@dataclass(frozen=True)
+class ItemJudgment:
+    """One caption's judgment as the sample log records it: the judge's typed result plus how it was got."""
+
+    item_id: str
+    caption: str
+    video: str | None  # the video the judge was shown (None when the judge needs none)
+    result: JudgeResult
+    raw_reply: str | None
+    cache_hit: bool
+    requests: int
+    usage: Usage = Usage()
+    # With k > 1 replies per item (judge_samples): each reply's own record; `result` is their combination.
+    samples: tuple[Mapping[str, Any], ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return self.result.ok
+
+    def record(self) -> dict[str, Any]:
+        return {
+            "caption": self.caption,
+            "video": self.video,
+            **self.result.log_fields(),
+            "raw_reply": self.raw_reply,
+            "cache_hit": self.cache_hit,
+            "requests": self.requests,
+            "usage": {"prompt_tokens": self.usage.prompt_tokens, "completion_tokens": self.usage.completion_tokens},
+            # Which process judged it: under `accelerate launch` each rank judges its own shard of the items.
+            "process": {"rank": int(os.environ.get("RANK", "0") or 0), "pid": os.getpid()},
+            **({"samples": list(self.samples), "spread": _spread(self.samples)} if self.samples else {}),
+        }
+
+
+def _spread(samples: Sequence[Mapping[str, Any]]) -> dict[str, float | None]:
+    """Per score, the standard deviation of the judged replies (None with fewer than two)."""
+    names = [name for name, value in (samples[0].get("scores") or {}).items()] if samples else []
+    spread: dict[str, float | None] = {}
+    for name in names:
+        values = [s["scores"][name] for s in samples if s.get("failure") is None and s["scores"].get(name) is not None]
+        spread[name] = statistics.stdev(values) if len(values) > 1 else None
+    return spread
+
+
+@dataclass(frozen=True)
+class _Resolved:
+    settings: Any
+    config: JudgeConfig
+    identity: Mapping[str, Any]
+
+
+@contextmanager
+def counting_requests_only() -> Iterator[None]:
+    """Tasks built inside this block (by `capjudge estimate`) only build and count their requests: loading them
+    checks their settings, data and videos, and asks for no judge, API key, reply cache or pre-flight probe."""
+    JudgedTask.sends_requests = False
+    try:
+        yield
+    finally:
+        JudgedTask.sends_requests = True
+
+
+class JudgedTask(SourcedTask):
+    """A SourcedTask whose per-item metrics come from judging the model's caption (see the module docstring
+    for what a subclass supplies)."""
+
+    settings_type: ClassVar[type[JudgeSettings]]
+    # False while `capjudge estimate` builds tasks (see `counting_requests_only`): their requests are built and
+    # counted, never sent, so they need their settings but no judge endpoint, API key, reply cache or probe.
+    sends_requests: ClassVar[bool] = True
+    _prejudged: PrejudgedItems | None = None
+    _settings: Any = None
+    _resolved: _Resolved | None = None
+
+    # -- what a judge's task supplies ---------------------------------------------------------------------
+
+    @classmethod
+    def run_judge(cls, doc: Mapping[str, Any], caption: str, settings: Any, client: ObservedClient, video: Any) -> JudgeResult:
+        raise NotImplementedError
+
+    @classmethod
+    def unjudged(cls, doc: Mapping[str, Any], caption: str, settings: Any, failure: ParseFailure) -> JudgeResult:
+        raise NotImplementedError
+
+    @classmethod
+    def metric_values(cls, doc: Mapping[str, Any], result: Any) -> dict[str, Any]:
+        raise NotImplementedError
+
+    @classmethod
+    def combine(cls, results: list[Any]) -> Any:
+        """One result from k replies to the same item: the mean of the judged ones' scores."""
+        raise NotImplementedError
+
+    # -- one item -------------------------------------------------------------------------------------------
+
+    @classmethod
+    def judge_item(cls, doc: Mapping[str, Any], caption: str, settings: Any, client: Any) -> ItemJudgment:
+        """Judge one caption. Never raises for a bad item: a caption too long to send, a missing video or a
+        failed judgment is an unjudged result with its failure kind."""
+        item_id = str(doc["id"])
+        video = video_path(doc) if settings.needs_video else None
+        shown_video = str(video) if video else None
+        judge = settings.judge_name
+        limit = getattr(settings, "max_caption_chars", DEFAULT_MAX_CAPTION_CHARS)
+        too_long = caption_too_long_problem(item_id, caption, limit)
+        if too_long is not None:  # never a request: its cost would grow with the caption, without bound
+            log.error("%s %s -> item unjudged (%s)", judge, too_long, CAPTION_TOO_LONG)
+            result = cls.unjudged(doc, caption, settings, ParseFailure(CAPTION_TOO_LONG, too_long))
+            return ItemJudgment(item_id, caption_preview(caption), shown_video, result, raw_reply=None,
+                                cache_hit=False, requests=0)
+        if settings.needs_video:
+            problem = missing_video_problem(doc)
+            if problem is not None:
+                log.error("%s %s -> item unjudged (%s)", judge, problem, VIDEO_MISSING)
+                result = cls.unjudged(doc, caption, settings, ParseFailure(VIDEO_MISSING, problem))
+                return ItemJudgment(item_id, caption, shown_video, result, raw_reply=None, cache_hit=False, requests=0)
+        k = getattr(settings, "samples", 1)
+        replies = []
+        for j in range(k):  # k independent replies at the judge's own sampling, each its own cache entry
+            observed = ObservedClient(client, extra_params=settings.extra_request_params(),
+                                      default_model=settings.published_model, sample_offset=j * settings.max_tries)
+            replies.append((cls.run_judge(doc, caption, settings, observed, video), observed))
+        result = replies[0][0] if k == 1 else cls.combine([r for r, _ in replies])
+        if not result.ok:
+            log.warning("%s item %s unjudged: %s: %s", judge, item_id, result.failure_kind, (result.failure_detail or "")[:300])
+        first = replies[0][1]
+        usage = sum((observed.usage for _, observed in replies), Usage())
+        samples = tuple(
+            {**r.log_fields(), "raw_reply": o.raw_reply, "cache_hit": o.cache_hit, "requests": o.requests_made}
+            for r, o in replies
+        ) if k > 1 else ()
+        return ItemJudgment(item_id, caption, shown_video, result, first.raw_reply,
+                            all(o.cache_hit for _, o in replies), sum(o.requests_made for _, o in replies), usage, samples)
+
+    @classmethod
+    def item_metrics(cls, doc: Mapping[str, Any], judgment: ItemJudgment, identity: Mapping[str, Any]) -> dict[str, Any]:
+        """The per-item values lmms-eval aggregates, the logged record among them (as `judged`)."""
+        metrics = cls.metric_values(doc, judgment.result)
+        metrics[RECORD_METRIC] = {"item_id": judgment.item_id, "judge": dict(identity), "judgment": judgment.record()}
+        return metrics
+
+    # -- settings, once per task ------------------------------------------------------------------------
+
+    def settings(self) -> Any:
+        """The judge settings (task metadata and environment overrides), resolved once; needs no judge."""
+        if self._settings is None:
+            self._settings = self.settings_type.resolve(self.config.metadata or {})  # type: ignore[attr-defined]
+        return self._settings
+
+    def judge_config(self) -> JudgeConfig:
+        """The judge configuration this task judges with (resolved once, environment included)."""
+        return self._resolve().config
+
+    def _resolve(self) -> _Resolved:
+        """The settings, the judge configuration and the judge's identity, resolved once (environment
+        overrides included) and used for every item, so a run cannot judge items under two settings."""
+        if self._resolved is None:
+            settings = self.settings()
+            config = JudgeConfig.from_env()
+            self._resolved = _Resolved(settings, config, settings.identity(config))
+        return self._resolved
+
+    # -- load-time checks -------------------------------------------------------------------------------
+
+    def check_ready(self) -> None:
+        """The settings parse, the judge is configured, and its reply cache can live where it is configured
+        (only the settings when the task's requests are counted, not sent)."""
+        self.settings()
+        if not self.sends_requests:
+            return
+        config = self._resolve().config
+        if config.use_cache and config.cache_path is not None:
+            check_cache_file(config.cache_path)  # where it lives, and that it is a usable cache file
+
+    def check_judge(self) -> None:
+        """Unless CAPJUDGE_PREFLIGHT=0: the judge answers one minimal request with the model items will use."""
+        if not self.sends_requests or not preflight_enabled():
+            return
+        resolved = self._resolve()
+        probe_judge(resolved.config, resolved.identity["model"], needs_logprobs=resolved.settings.needs_logprobs)
+
+    def check_rows(self, rows: list[dict[str, Any]]) -> None:
+        if not self.settings().needs_video:
+            return
+        check_videos(self.config.task, rows)
+
+    # -- judging ----------------------------------------------------------------------------------------
+
+    def apply_filters(self) -> Any:
+        """lmms-eval's one look at every response before `process_results`: judge them all now, at the
+        client's concurrency instead of lmms-eval's thread count (see capjudge.tasks.judged.prejudge)."""
+        filtered = super().apply_filters()
+        if self.config.process_results is None:  # --predict_only: lmms-eval computes no metric, so no judging
+            return filtered
+        docs = self.eval_docs
+        tags = self._reasoning_tags()
+        items = []
+        for instance in self.instances:
+            for caption in instance.filtered_resps.values():
+                caption = caption if isinstance(caption, str) else str(caption)
+                # What process_results will be given: lmms-eval strips reasoning blocks (and surrounding
+                # whitespace) from each response just before calling it.
+                items.append((docs[int(instance.doc_id)], strip_reasoning_tags(caption, tags) if tags else caption))
+        self._prejudged = self.judge_all(items)
+        return filtered
+
+    def judge_all(
+        self,
+        items: Sequence[tuple[Mapping[str, Any], str]],
+        *,
+        client_for: Callable[[Mapping[str, Any]], Any] | None = None,
+        description: str | None = None,
+        workers: int | None = None,
+        bar_position: int = 0,
+    ) -> PrejudgedItems:
+        """Judge every (doc, caption) at the client's concurrency, with a progress bar; used inside lmms-eval
+        (`apply_filters`) and by `capjudge judge`, so both make the same requests. `client_for(doc)` gives an
+        item its own client instead of the shared one (the batch stage's recorder); `workers` (default: the
+        client's bound) is this process's share of it when several processes judge (capjudge.tasks.judging.processes)."""
+        resolved = self._resolve()
+        shared = shared_client(resolved.config)
+        store = PrejudgedItems()
+        prejudge(
+            items,
+            lambda doc, caption: type(self).judge_item(
+                doc, caption, resolved.settings, client_for(doc) if client_for is not None else shared
+            ),
+            workers=workers or resolved.config.max_concurrency,
+            description=description or f"capjudge: judging {self.config.task}",
+            into=store,
+            bar_position=bar_position,
+        )
+        # Every reply on disk before the harness moves on: a crash after this point loses no judging.
+        shared.flush_cache()
+        return store
+
+    def _reasoning_tags(self) -> Any:
+        """The reasoning tags lmms-eval will strip before process_results: the task's own setting, else the
+        command line's (whose default strips <think> and <analysis> blocks)."""
+        cli_value = None
+        if running_as_lmms_eval():
+            from lmms_eval.__main__ import parse_eval_args
+
+            try:
+                cli_value = getattr(parse_eval_args()[1], "reasoning_tags", None)
+            except SystemExit:  # not parseable as lmms-eval's command line after all
+                cli_value = None
+        return parse_reasoning_tags_config(cli_value=cli_value, task_value=getattr(self.config, "reasoning_tags", None))
+
+    def identity(self) -> Mapping[str, Any]:
+        return self._resolve().identity
+
+    def process_document(self, doc: dict[str, Any], results: list[str]) -> dict[str, Any]:
+        resolved = self._resolve()
+        caption = results[0] if results else ""
+        judgment = self._prejudged.take(item_key(doc, caption)) if self._prejudged is not None else None
+        if judgment is None:  # not judged ahead (e.g. process_results called directly): judge it now
+            judgment = type(self).judge_item(doc, caption, resolved.settings, shared_client(resolved.config))
+        return type(self).item_metrics(doc, judgment, resolved.identity)

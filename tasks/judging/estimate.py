@@ -1,0 +1,166 @@
+"""`capjudge estimate`: what judging a task will cost, before a single request is made.
+
+    capjudge estimate --task anycap_style --price-input 2.50 --price-output 10.00
+    capjudge estimate results/runs --task gveval            # the captions of a --predict_only run
+    capjudge estimate --captions my_model.jsonl --task anycap_style
+
+The task is built as lmms-eval builds it; every item's judge request is built exactly as a run would build it
+(frames sampled and encoded included) and counted, not sent: text at 4 characters per token, images by
+OpenAI's tile formula (capjudge.judges.client.rate_limits). Before generation there are no captions yet: each item's
+reference stands in for its caption (a caption of the same length costs the same).
+
+Printed per task: items, requests (with the re-asks expected at `--reask-rate`), input tokens (text and
+images), expected output tokens (`--output-tokens` per reply; the judge's `max_tokens` is only the ceiling),
+and the cost at the prices given (USD per 1M tokens; no price list is built in, prices change). After a run,
+the usage the API reported is in every sample's record and in the leaderboard's "Judge usage" table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import math
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from capjudge.judges.client.rate_limits import TokenEstimate, estimate_tokens
+from capjudge.judges.types import ChatRequest, JudgeOutcome, JudgeReply, ParseFailure, Usage
+
+from capjudge.tasks import TASKS_DIR
+
+# A reply's length when none is given: G-VEval's four statements with their reasoning run to about this.
+DEFAULT_OUTPUT_TOKENS = 200
+
+
+class EstimateError(ValueError):
+    """A bad option or input; the message names it."""
+
+
+class EstimatingClient:
+    """A judge client that builds each request, counts it, and sends nothing."""
+
+    def __init__(self, model: str | None):
+        self.model = model
+        self.estimates: list[TokenEstimate] = []
+
+    def judge(self, request: ChatRequest, parse: Callable[[JudgeReply], Any], **_: Any) -> JudgeOutcome[Any]:
+        self.estimates.append(estimate_tokens(request))
+        return JudgeOutcome(None, ParseFailure("not_sent", "estimate only"), (), (), Usage())
+
+
+@dataclass(frozen=True)
+class CostEstimate:
+    task: str
+    items: int
+    requests: float
+    text_tokens: int
+    image_tokens: int
+    output_tokens: float
+    cost: float | None
+
+    def lines(self) -> list[str]:
+        cost = f"${self.cost:,.2f}" if self.cost is not None else "(give --price-input and --price-output)"
+        return [
+            f"task {self.task}: {self.items} items, {self.requests:,.0f} requests expected",
+            f"  input tokens:  {self.text_tokens + self.image_tokens:,} ({self.text_tokens:,} text + {self.image_tokens:,} images)",
+            f"  output tokens: {self.output_tokens:,.0f} expected",
+            f"  cost: {cost}",
+        ]
+
+
+def register(groups: Any) -> None:
+    parser = groups.top.add_parser("estimate", help="what judging a task will cost (requests, tokens, price); sends nothing",
+                                   description=__doc__.splitlines()[0])
+    parser.add_argument("run", nargs="?", type=Path, help="an lmms-eval --predict_only output (else references stand in)")
+    parser.add_argument("--captions", type=Path, help="instead of RUN: a captions JSONL/JSON keyed by item id")
+    parser.add_argument("--task", required=True, help="the capjudge task (e.g. gveval, anycap_style)")
+    parser.add_argument("--limit", type=int, help="build only the first N items' requests and scale up")
+    parser.add_argument("--reask-rate", type=float, default=0.0, help="expected share of replies asked again (default 0)")
+    parser.add_argument("--output-tokens", type=float, default=DEFAULT_OUTPUT_TOKENS,
+                        help=f"expected tokens per reply (default {DEFAULT_OUTPUT_TOKENS})")
+    parser.add_argument("--price-input", type=str, help="USD per 1M input tokens")
+    parser.add_argument("--price-output", type=str, help="USD per 1M output tokens")
+    parser.add_argument("--include-path", type=Path, default=TASKS_DIR, help="task folders (default: capjudge's)")
+    parser.set_defaults(func=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from capjudge.judges.client.config import ConfigError
+    from capjudge.tasks.models.captions_file import CaptionsFileError
+    from capjudge.tasks.judged.harness import DatasetError
+    from capjudge.tasks.judging.stage import JudgeStageError
+
+    try:
+        prices = _prices(args.price_input, args.price_output)
+        if args.reask_rate < 0 or args.output_tokens < 0 or (args.limit is not None and args.limit < 1):
+            raise EstimateError("--reask-rate and --output-tokens must be >= 0, --limit >= 1")
+        estimate = estimate_task(args.task, args.include_path, args.run, args.captions, limit=args.limit,
+                                 reask_rate=args.reask_rate, output_tokens=args.output_tokens, prices=prices)
+    except (EstimateError, JudgeStageError, ConfigError, DatasetError, CaptionsFileError) as error:
+        print(f"capjudge estimate: {error}", file=sys.stderr)
+        return 2
+    print("\n".join(estimate.lines()))
+    return 0
+
+
+def _prices(price_input: str | None, price_output: str | None) -> tuple[float, float] | None:
+    if (price_input is None) != (price_output is None):
+        raise EstimateError("give both --price-input and --price-output (USD per 1M tokens), or neither")
+    if price_input is None:
+        return None
+    values = []
+    for name, text in (("--price-input", price_input), ("--price-output", price_output)):
+        try:
+            value = float(text)  # type: ignore[arg-type]
+        except ValueError:
+            raise EstimateError(f"{name} must be a number of USD per 1M tokens, got {text!r}") from None
+        if not math.isfinite(value) or value < 0:
+            raise EstimateError(f"{name} must be a non-negative number, got {text!r}")
+        values.append(value)
+    return values[0], values[1]
+
+
+def estimate_task(task_name: str, include_path: Path, run: Path | None, captions: Path | None, *, limit: int | None,
+                  reask_rate: float, output_tokens: float, prices: tuple[float, float] | None) -> CostEstimate:
+    from capjudge.judges.client.config import configured_model
+    from capjudge.tasks.judging.stage import caption_source, load_judged_task, pair_captions
+    from capjudge.tasks.judged.judged_task import counting_requests_only
+
+    # Nothing is sent, so no judge needs to answer, and none (no endpoint, key or cache) needs to be configured.
+    with counting_requests_only():
+        task = load_judged_task(task_name, include_path)
+    docs = list(task.eval_docs)
+    if run is not None or captions is not None:
+        items = [(doc, caption) for _, doc, caption in pair_captions(caption_source(run, captions, task_name, None), docs, task)]
+    else:
+        items = [(doc, _stand_in_caption(doc)) for doc in docs]
+    counted = items[:limit] if limit else items
+    settings = task.settings()
+    client = EstimatingClient(configured_model())
+    quiet = logging.getLogger("capjudge.tasks.judged.judged_task")  # every item "fails" as not sent: not news
+    level, quiet.level = quiet.level, logging.ERROR
+    try:
+        for doc, caption in counted:
+            type(task).judge_item(doc, caption, settings, client)
+    finally:
+        quiet.setLevel(level)
+    if not client.estimates:
+        raise EstimateError(f"task {task_name!r}: no item could be built into a request (missing videos?)")
+    scale = len(items) / len(counted)
+    requests = len(client.estimates) * scale * (1 + reask_rate)
+    text = sum(e.text for e in client.estimates) * scale * (1 + reask_rate)
+    images = sum(e.images for e in client.estimates) * scale * (1 + reask_rate)
+    output = requests * output_tokens
+    cost = None if prices is None else ((text + images) * prices[0] + output * prices[1]) / 1e6
+    return CostEstimate(task_name, len(items), requests, round(text), round(images), output, cost)
+
+
+def _stand_in_caption(doc: Mapping[str, Any]) -> str:
+    for field in ("candidate", "reference"):
+        if isinstance(doc.get(field), str) and doc[field].strip():
+            return doc[field]
+    references = doc.get("references") or []
+    return str(references[0]) if references else "a caption"

@@ -1,0 +1,419 @@
+"""`capjudge judge`: judging as its own stage, outside lmms-eval's process_results.
+
+A researcher generates captions where the GPUs are (`lmms_eval ... --predict_only --log_samples`, any model)
+and judges them later, anywhere:
+
+    capjudge judge OUTPUT_PATH --task gveval_demo --out results/judged
+    capjudge judge --captions my_model.jsonl --task anycap_style --out results/judged
+
+The task is built exactly as lmms-eval builds it (same YAML, data, settings and environment overrides, and the
+same pre-flight checks); every item is judged through the task's own per-item function at the client's
+concurrency (`capjudge.tasks.judged.prejudge`), so requests and cache keys are those of a harness run: a run judged
+in one place re-scores in the other with zero requests. The output is an lmms-eval-shaped folder
+(`<date>_results.json` + `<date>_samples_<task>.jsonl`, same metric names and per-item fields) that
+`capjudge leaderboard` reads like any other run.
+
+The run is written under `--out/<model folder>/`, the folder named as lmms-eval would name it (see
+`run_folder_name`); the model's exact name is recorded in the results file. Its files are named by the
+instant judging started (local time, to the microsecond), written whole to a temporary file and then linked
+into place, never over an existing file: two runs finishing at the same moment each keep their own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import itertools
+import json
+import re
+import sys
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from capjudge.tasks import TASKS_DIR
+
+RESULTS_SUFFIX = "_results.json"
+# A model name longer than this (in UTF-8) is refused: no filesystem takes it as a folder name, and no real
+# model is called that.
+MAX_NAME_BYTES = 255
+# lmms-eval's folder naming (lmms_eval.utils.sanitize_model_name), with control characters besides.
+_FOLDER_UNSAFE = re.compile(r'[\x00-\x1f\x7f"<>:/|\\?*\[\]]+')
+_FOLDER_MAX_BYTES = 200  # a longer folder name is cut and ends with a hash of the exact name
+
+
+class JudgeStageError(ValueError):
+    """The input cannot be judged as asked; the message names the file, the task or the item."""
+
+
+@dataclass(frozen=True)
+class CaptionSource:
+    """Where the captions come from, and how the output run is named."""
+
+    description: str
+    model: str
+    model_args: str
+    model_name: str
+    by_doc_id: Mapping[int, str] | None  # from an lmms-eval samples file
+    by_item_id: Mapping[str, str] | None  # from a captions file
+    targets: Mapping[int, Any] | None = None  # the samples' logged `target`, to check they are this task's docs
+
+
+def register(groups: Any) -> None:
+    parser = groups.top.add_parser(
+        "judge", help="judge captions that already exist (an lmms-eval --predict_only output, or a captions file)",
+        description=__doc__.splitlines()[0],
+    )
+    parser.add_argument("run", nargs="?", type=Path, help="an lmms-eval output folder or *_results.json with samples")
+    parser.add_argument("--captions", type=Path, help="instead of RUN: a captions JSONL/JSON keyed by item id")
+    parser.add_argument("--model-name", help="the output run's name (default: the run's, or the captions file stem)")
+    parser.add_argument("--task", required=True, help="the capjudge task to judge with (e.g. gveval, anycap_style)")
+    parser.add_argument("--out", type=Path, required=True, help="output folder (a subfolder per model is made)")
+    parser.add_argument("--include-path", type=Path, default=TASKS_DIR, help="task folders (default: capjudge's)")
+    parser.add_argument("--processes", type=int, default=None,
+                        help="judging processes on this machine (default: one per 32 requests in flight "
+                             "(CAPJUDGE_MAX_CONCURRENCY), at most one per core and one per 200 items; "
+                             "see capjudge.tasks.judging.processes)")
+    batch = parser.add_argument_group("Batch API (OpenAI / Azure OpenAI): half the price, replies within 24 h")
+    batch.add_argument("--batch", action="store_true", help="judge through the Batch API; rerun the same command to re-attach")
+    batch.add_argument("--no-wait", action="store_true", help="submit (or check) and exit; rerun later to collect")
+    batch.add_argument("--poll-seconds", type=float, default=60.0, help="seconds between status checks (default 60)")
+    batch.add_argument("--retry-online", action="store_true",
+                       help="ask what the batch left (unparsable replies, failed lines) online instead of in another batch")
+    batch.add_argument("--batch-max-requests", type=int, default=50_000, help="requests per input file (API limit 50,000)")
+    batch.add_argument("--batch-max-bytes", type=int, default=200_000_000, help="bytes per input file (API limit 200 MB)")
+    parser.set_defaults(func=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from capjudge.judges.client.config import ConfigError
+    from capjudge.tasks.models.captions_file import CaptionsFileError
+    from capjudge.tasks.judged.harness import DatasetError
+
+    from capjudge.tasks.judging.batch_stage import BatchOptions, BatchStageError
+
+    batch = None
+    if args.batch:
+        from capjudge.judges.client.batch import BatchLimits
+
+        batch = BatchOptions(wait=not args.no_wait, poll_seconds=args.poll_seconds, retry_online=args.retry_online,
+                             limits=BatchLimits(args.batch_max_requests, args.batch_max_bytes))
+    elif args.no_wait or args.retry_online:
+        print("capjudge judge: --no-wait and --retry-online go with --batch", file=sys.stderr)
+        return 2
+    if args.processes is not None and (args.processes < 1 or (args.batch and args.processes > 1)):
+        print(f"capjudge judge: --processes {args.processes}: give a number >= 1 (and 1 with --batch, whose "
+              "replies come from the Batch API)", file=sys.stderr)
+        return 2
+    try:
+        source = caption_source(args.run, args.captions, args.task, args.model_name)
+        outcome = judge_stage(source, args.task, args.out, args.include_path, batch, processes=args.processes)
+    except (JudgeStageError, ConfigError, DatasetError, CaptionsFileError, BatchStageError) as error:
+        print(f"capjudge judge: {error}", file=sys.stderr)
+        return 2
+    if outcome.results_path is None:
+        print(f"capjudge judge: {outcome.open_batches} batch(es) still running; run the same command again to "
+              "collect them (nothing is submitted twice)")
+        return 0
+    for report in outcome.workers:
+        print(f"capjudge judge: process {report.index + 1}/{len(outcome.workers)} (pid {report.pid}): {report.items} "
+              f"items, {report.failed} failed, {report.requests} requests", file=sys.stderr)
+    failed, total = outcome.failed, outcome.total
+    print(f"capjudge judge: {total - failed} of {total} items judged; wrote {outcome.results_path}")
+    from capjudge.tasks.judged.run_outcome import EXIT_STATUS, failure_rate_problem
+
+    problem = failure_rate_problem(failed, total)
+    if problem is not None:
+        print(f"capjudge judge: {problem}", file=sys.stderr)
+        return EXIT_STATUS
+    return 0
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Reading the captions
+
+
+def caption_source(run: Path | None, captions: Path | None, task: str, model_name: str | None) -> CaptionSource:
+    if (run is None) == (captions is None):
+        raise JudgeStageError("give either RUN (an lmms-eval output) or --captions FILE")
+    if captions is not None:
+        from capjudge.tasks.models.captions_file import load_caption_set
+
+        caption_set = load_caption_set(captions)
+        name = _run_name(model_name, caption_set.name, f"captions file {captions}")
+        # The name is not put into model_args: lmms-eval splits them on commas, and a name may hold one.
+        return CaptionSource(f"captions file {captions}", "captions_file", f"path={captions}",
+                             name, None, dict(caption_set.captions))
+    from capjudge.metrics.files.jsonl import read_json, read_objects
+    from capjudge.metrics.files.runs import run_display_name
+
+    assert run is not None
+    results_path, samples_path = _find_samples(run, task)
+    results = read_json(results_path, JudgeStageError, f"results file {results_path}")
+    if not isinstance(results, dict):
+        raise JudgeStageError(f"results file {results_path}: not an lmms-eval results file (not a JSON object)")
+    config = results.get("config") if isinstance(results.get("config"), dict) else {}
+    model_args = config.get("model_args") if isinstance(config.get("model_args"), str) else ""
+    by_doc_id: dict[int, str] = {}
+    targets: dict[int, Any] = {}
+    for position, line in enumerate(read_objects(samples_path, JudgeStageError, f"samples file {samples_path}")):
+        if not isinstance(line, dict) or "doc_id" not in line or "filtered_resps" not in line:
+            raise JudgeStageError(f"{samples_path}, line {position + 1}: not an lmms-eval sample (no doc_id/filtered_resps)")
+        response = line["filtered_resps"]
+        if isinstance(response, list):  # some models log a list of responses per document: the first is judged
+            response = response[0] if response else ""
+        by_doc_id[int(line["doc_id"])] = str(response)
+        if "target" in line:
+            targets[int(line["doc_id"])] = line["target"]
+    name = _run_name(model_name, run_display_name(results), str(results_path))
+    return CaptionSource(f"samples {samples_path}", str(config.get("model") or "unknown"), model_args,
+                         name, by_doc_id, None, targets)
+
+
+def _run_name(given: str | None, derived: str, source: str) -> str:
+    """--model-name if given, else the name the source gives the run; checked either way."""
+    if given is not None:
+        return checked_model_name(given, "--model-name")
+    return checked_model_name(derived, f"{source} (the name it gives the run; --model-name chooses another)")
+
+
+def checked_model_name(name: str, origin: str) -> str:
+    """`name` if it can name a run; else a JudgeStageError naming `origin`, raised before anything is judged
+    (a name that cannot be written used to fail only when the judged run was written)."""
+    if not name:
+        raise JudgeStageError(f"{origin}: the model name is empty")
+    if "\x00" in name:
+        raise JudgeStageError(f"{origin}: the model name {name!r} holds a NUL character")
+    try:
+        size = len(name.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise JudgeStageError(f"{origin}: the model name {name!r} is not valid Unicode text") from None
+    if size > MAX_NAME_BYTES:
+        raise JudgeStageError(f"{origin}: the model name is {size} bytes long, over the {MAX_NAME_BYTES} a name "
+                              f"may have: {name[:40]!r}...")
+    return name
+
+
+def run_folder_name(name: str) -> str:
+    """The subfolder of --out a model's runs go into: the name as lmms-eval names its folders (`/`, `:`, `*`,
+    ... become `__`), control characters too, and leading dots replaced (so `..` or `.` stays inside --out);
+    a name too long for a folder is cut, ending with a hash of the exact name. The folder is only a place:
+    every results file records the model's exact name, so two names that share a folder stay two models."""
+    folder = _FOLDER_UNSAFE.sub("__", name)
+    folder = re.sub(r"^\.+", lambda dots: "_" * len(dots.group()), folder)
+    encoded = folder.encode("utf-8")
+    if len(encoded) > _FOLDER_MAX_BYTES:
+        digest = hashlib.sha256(name.encode("utf-8")).hexdigest()[:12]
+        folder = encoded[:_FOLDER_MAX_BYTES].decode("utf-8", errors="ignore") + f"-{digest}"
+    return folder
+
+
+def _find_samples(run: Path, task: str) -> tuple[Path, Path]:
+    from capjudge.metrics.files.runs import LeaderboardError, find_results_files
+
+    try:
+        candidates = find_results_files(run)
+    except LeaderboardError as error:
+        raise JudgeStageError(str(error)) from None
+    found = []
+    for results_path in candidates:
+        date_id = results_path.name.removesuffix(RESULTS_SUFFIX)
+        samples_path = results_path.with_name(f"{date_id}_samples_{task}.jsonl")
+        if samples_path.is_file():
+            found.append((results_path, samples_path))
+    if not found:
+        raise JudgeStageError(
+            f"{run}: no samples of task {task!r} (*_samples_{task}.jsonl beside a *{RESULTS_SUFFIX}); run lmms-eval "
+            "with --log_samples (and --predict_only to skip judging there)"
+        )
+    if len(found) > 1:
+        raise JudgeStageError(f"{run}: {len(found)} runs hold samples of {task!r}; name one results file")
+    return found[0]
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Judging
+
+
+@dataclass(frozen=True)
+class StageOutcome:
+    results_path: Path | None  # None: batches are still running (--batch --no-wait); nothing written yet
+    failed: int
+    total: int
+    open_batches: int = 0
+    workers: tuple[Any, ...] = ()  # capjudge.tasks.judging.processes.WorkerReport, one per process when several judged
+
+
+def judge_stage(
+    source: CaptionSource, task_name: str, out: Path, include_path: Path, batch: Any = None, *,
+    processes: int | None = None,
+) -> StageOutcome:
+    """Judge every item of `task_name` that `source` has a caption for; write the run. With `batch`
+    (`capjudge.tasks.judging.batch_stage.BatchOptions`) the replies come through the Batch API first; online, the
+    items are judged in `processes` processes (default: capjudge.tasks.judging.processes.resolve_processes)."""
+    from capjudge.tasks.judged.prejudge import item_key
+
+    from contextlib import nullcontext
+
+    from capjudge.judges.client.preflight import batch_preflight
+
+    started = datetime.now().astimezone()  # the run's instant, with this machine's UTC offset
+    folder = _writable_run_folder(out, source)
+    # A --batch run's pre-flight probes the Batch API path, not an online completion (see batch_preflight).
+    with batch_preflight() if batch is not None else nullcontext():
+        task = load_judged_task(task_name, include_path)
+    paired = pair_captions(source, list(task.eval_docs), task)
+    items = [(doc, caption) for _, doc, caption in paired]
+    client_for = None
+    if batch is not None:
+        from capjudge.tasks.judging.batch_stage import cache_only_clients, run_batches
+
+        summary = run_batches(task, items, folder / "batch", batch)
+        if summary.open_batches:
+            return StageOutcome(None, 0, len(items), summary.open_batches)
+        if not batch.retry_online:  # the final pass reads the cache only: nothing is asked online
+            client_for = cache_only_clients(task, summary)
+    store, reports = None, []
+    if batch is None:
+        from capjudge.tasks.judging.processes import judge_in_processes, resolve_processes
+
+        workers = resolve_processes(processes, task.judge_config().max_concurrency, len(items))
+        if workers > 1:
+            store, reports = judge_in_processes(task, items, workers)
+    if store is None:
+        store = task.judge_all(items, client_for=client_for)
+    identity = task.identity()
+    lines = []
+    per_metric: dict[str, list[Any]] = {name: [] for name in task.aggregation()}
+    failed = 0
+    for doc_id, doc, caption in paired:
+        judgment = store.take(item_key(doc, caption))
+        assert judgment is not None, "every item was judged above"
+        metrics = type(task).item_metrics(doc, judgment, identity)
+        failed += int(not judgment.result.ok)
+        for name in per_metric:
+            per_metric[name].append(metrics.get(name))
+        # `input` as lmms-eval logs it (the prompt the model was given): the item report shows it.
+        lines.append({"doc_id": doc_id, "target": task.doc_to_target(doc), "filtered_resps": caption, **metrics,
+                      "input": task.doc_to_text(doc)})
+    aggregated = {f"{name},none": aggregate(values) for name, aggregate in task.aggregation().items()
+                  for values in [per_metric[name]]}
+    written = _write_run(folder, source, task, task_name, aggregated, lines, started)
+    return StageOutcome(written, failed, len(lines), workers=tuple(reports))
+
+
+def load_judged_task(task_name: str, include_path: Path) -> Any:
+    """The task exactly as lmms-eval builds it (YAML, data, settings, environment overrides, pre-flight)."""
+    from lmms_eval.tasks import TaskManager
+
+    from capjudge.tasks.judged.judged_task import JudgedTask
+
+    manager = TaskManager("ERROR", include_path=str(include_path), include_defaults=False)
+    if task_name not in manager.all_tasks:
+        raise JudgeStageError(f"no task {task_name!r} in {include_path}")
+    task = manager.load_task_or_group([task_name])[task_name]
+    if not isinstance(task, JudgedTask):
+        raise JudgeStageError(f"task {task_name!r} is not a capjudge judged task")
+    return task
+
+
+def pair_captions(
+    source: CaptionSource, docs: Sequence[Mapping[str, Any]], task: Any
+) -> list[tuple[int, Mapping[str, Any], str]]:
+    """(doc_id, doc, caption) for every item to judge, in the task's order; bad input is a JudgeStageError."""
+    if source.by_doc_id is not None:
+        unknown = sorted(doc_id for doc_id in source.by_doc_id if not 0 <= doc_id < len(docs))
+        if unknown:
+            raise JudgeStageError(
+                f"{source.description}: doc_id {unknown[0]} (and {len(unknown) - 1} more) is not an item of task "
+                f"{task.config.task!r} ({len(docs)} items): were these samples made with another dataset?"
+            )
+        for doc_id, target in (source.targets or {}).items():
+            expected = task.doc_to_target(docs[doc_id])
+            if str(target) != str(expected):
+                raise JudgeStageError(
+                    f"{source.description}: doc_id {doc_id} was logged with target {str(target)[:80]!r}, but item "
+                    f"{docs[doc_id].get('id')} of task {task.config.task!r} has {str(expected)[:80]!r}: these samples "
+                    "were made from other data (another dataset, split or data file)"
+                )
+        return [(doc_id, docs[doc_id], caption) for doc_id, caption in sorted(source.by_doc_id.items())]
+    assert source.by_item_id is not None
+    # As the captions_file model: every item of the task needs a caption; a file may hold other tasks' too.
+    known = {str(doc.get("id")): (doc_id, doc) for doc_id, doc in enumerate(docs)}
+    extra = [item_id for item_id in source.by_item_id if item_id not in known]
+    if len(extra) == len(source.by_item_id):
+        raise JudgeStageError(
+            f"{source.description}: none of its {len(extra)} ids is an item of task {task.config.task!r} "
+            f"(e.g. {', '.join(extra[:5])}); wrong task or wrong file?"
+        )
+    missing = [item_id for item_id in known if item_id not in source.by_item_id]
+    if missing:
+        raise JudgeStageError(
+            f"{source.description}: {len(missing)} items of task {task.config.task!r} have no caption: "
+            f"{', '.join(missing[:10])}"
+        )
+    if extra:
+        print(f"capjudge judge: {source.description}: ignoring {len(extra)} ids that are not items of "
+              f"{task.config.task!r} (e.g. {', '.join(extra[:5])})", file=sys.stderr)
+    return [(doc_id, doc, source.by_item_id[item_id]) for item_id, (doc_id, doc) in known.items()]
+
+
+def _run_folder(out: Path, source: CaptionSource) -> Path:
+    return Path(out) / run_folder_name(source.model_name)
+
+
+def _writable_run_folder(out: Path, source: CaptionSource) -> Path:
+    """The run's folder, made and checked before anything is judged: an --out that is a file or cannot be
+    written is one error, not a traceback after every item was paid for."""
+    from capjudge.metrics.files.outputs import OutputError, writable_folder
+
+    try:
+        writable_folder(Path(out))
+        return writable_folder(_run_folder(out, source))
+    except OutputError as error:
+        raise JudgeStageError(str(error)) from None
+
+
+def _write_run(folder: Path, source: CaptionSource, task: Any, task_name: str, aggregated: Mapping[str, Any],
+               lines: Sequence[Mapping[str, Any]], started: datetime) -> Path:
+    """Write the samples, then the results file that makes the run visible, each whole and under a name no
+    file has: the start's local time to the microsecond, numbered on if even that is taken."""
+    from capjudge.metrics.files.outputs import discard, publish_new, stage
+    from capjudge.metrics.files.runs import RUN_NAME_FIELD, STARTED_FIELD
+
+    stamp = started.strftime("%Y%m%d_%H%M%S_%f")
+    results = {
+        "results": {task_name: {"alias": task_name, **aggregated}},
+        "configs": {task_name: task.dump_config()},
+        "higher_is_better": {task_name: task.higher_is_better()},
+        "n-samples": {task_name: {"original": len(task.eval_docs), "effective": len(lines)}},
+        "config": {"model": source.model, "model_args": source.model_args, RUN_NAME_FIELD: source.model_name,
+                   "judged_by": "capjudge judge", "captions_from": source.description},
+        "model_name": source.model_name,
+        "date": started.strftime("%Y%m%d_%H%M%S"),
+        STARTED_FIELD: started.isoformat(),
+    }
+    results_text = json.dumps(results, indent=2, default=str, ensure_ascii=False) + "\n"
+    samples = stage(folder / f"{stamp}_samples_{task_name}.jsonl",
+                    (json.dumps(line, default=str, ensure_ascii=False) + "\n" for line in lines))
+    staged_results = stage(folder / f"{stamp}{RESULTS_SUFFIX}", [results_text])
+    try:
+        for date_id in _fresh_names(stamp):
+            results_path = folder / f"{date_id}{RESULTS_SUFFIX}"
+            samples_path = folder / f"{date_id}_samples_{task_name}.jsonl"
+            if results_path.exists() or not publish_new(samples, samples_path):
+                continue
+            if publish_new(staged_results, results_path):
+                return results_path
+            samples_path.unlink()  # ours, but the results name was taken meanwhile: try the next name
+    finally:
+        discard(samples, staged_results)
+    raise AssertionError("unreachable: _fresh_names never ends")
+
+
+def _fresh_names(stamp: str) -> Iterator[str]:
+    yield stamp
+    for number in itertools.count(2):
+        yield f"{stamp}_{number}"

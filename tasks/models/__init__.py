@@ -1,0 +1,1 @@
+"""lmms-eval models capjudge adds (captions_file: judge captions made elsewhere)."""
