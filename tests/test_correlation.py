@@ -281,3 +281,24 @@ def test_large_sets_get_a_grouped_jackknife_and_still_a_bca_interval():
     result = correlate(judge, human, coefficients=("kendall_b",), settings=BootstrapSettings(n_resamples=200, seed=1))
     coefficient = result["kendall_b"]
     assert coefficient.ci_method == "bca" and coefficient.ci_low < coefficient.value < coefficient.ci_high
+
+
+def test_clustered_kendall_equals_the_pair_level_statistic_on_every_resample():
+    """ClusteredKendall (per-item quadratic form) gives exactly the tau-b/tau-c of the expanded resample, with
+    x-ties, pairs sharing an item, x or y taking few values, and x and y swapped."""
+    from capjudge.metrics.statistics.bootstrap import ClusteredKendall, draw_item_indices, item_counts, weighted_kendall
+
+    rng = np.random.default_rng(7)
+    cases = [(60, 6, None), (400, 18, 9), (30, 3, 2), (200, 1, None)]
+    for n_items, pairs_per_item, x_levels in cases:
+        item_of_pair = np.repeat(np.arange(n_items), pairs_per_item)
+        x = (rng.integers(0, x_levels, item_of_pair.size).astype(float) if x_levels
+             else np.round(rng.normal(size=item_of_pair.size), 2))
+        y = rng.integers(1, 6, item_of_pair.size).astype(float)
+        weights = item_counts(n_items, draw_item_indices(n_items, 25, seed=n_items))
+        weights[0] = 0.0
+        weights[0, :2] = 1.0  # a resample of two items: small, maybe constant on one side
+        kendall = ClusteredKendall(x, y, item_of_pair, n_items)
+        for variant in ("b", "c"):
+            np.testing.assert_array_equal(kendall(weights, variant), weighted_kendall(x, y, weights[:, item_of_pair], variant))
+            np.testing.assert_array_equal(ClusteredKendall(y, x, item_of_pair, n_items)(weights, variant), kendall(weights, variant))

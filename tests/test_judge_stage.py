@@ -82,7 +82,8 @@ def test_a_predict_only_run_is_judged_later_and_shares_the_cache_with_lmms_eval(
     assert "item_id,none" not in staged_results  # no log-only pseudo-metrics
 
     # The leaderboard reads the staged run like any other.
-    from capjudge.metrics.leaderboard.board import LeaderboardSettings, build_leaderboard
+    from capjudge.metrics.leaderboard.board import build_leaderboard
+    from capjudge.metrics.leaderboard.stats import LeaderboardSettings
     from capjudge.metrics.files.runs import read_runs
 
     runs, _ = read_runs([f"staged={results_file}", f"harness={harness.results_file}"])

@@ -21,7 +21,8 @@ import pytest
 from harness_runs import REPO_TASKS, judge_server, run_lmms_eval
 
 from capjudge.tasks.cli.main import main as capjudge_main
-from capjudge.metrics.leaderboard.board import LeaderboardSettings, build_leaderboard
+from capjudge.metrics.leaderboard.board import build_leaderboard
+from capjudge.metrics.leaderboard.stats import LeaderboardSettings
 from capjudge.metrics.leaderboard.stats import holm_adjust, mean_estimate, paired_comparison
 from capjudge.metrics.files.runs import read_runs
 from capjudge.metrics.leaderboard.render import render_html, render_markdown, write_leaderboard

@@ -16,7 +16,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from capjudge.metrics.leaderboard.board import LeaderboardSettings, build_leaderboard
+from capjudge.metrics.leaderboard.board import build_leaderboard
+from capjudge.metrics.leaderboard.stats import LeaderboardSettings
 from capjudge.metrics.leaderboard.render import MARKDOWN_WIDTH, MODEL_NAME_WIDTH, short_names, write_leaderboard
 from capjudge.metrics.files.runs import JudgeInfo, Run, TaskRun
 

@@ -10,7 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from capjudge.metrics.leaderboard.board import LeaderboardSettings, build_leaderboard
+from capjudge.metrics.leaderboard.board import build_leaderboard
+from capjudge.metrics.leaderboard.stats import LeaderboardSettings
 from capjudge.metrics.files.runs import JudgeInfo, Run, TaskRun
 from capjudge.metrics.leaderboard.render import write_leaderboard
 

@@ -29,10 +29,11 @@ from dataclasses import dataclass
 import numpy as np
 from capjudge.metrics.statistics.bootstrap import (
     WEIGHTED_STATISTICS,
+    ClusteredKendall,
     CoefficientName,
-    bootstrap_distribution,
     bootstrap_intervals,
     draw_item_indices,
+    item_bootstrap_distribution,
 )
 from capjudge.metrics.statistics.correlation import (
     DEFAULT_SETTINGS,
@@ -202,6 +203,7 @@ def _scorer(design: ClusteredDesign) -> np.ndarray:
 
 def _protocol(protocol: str, design: ClusteredDesign, targets: list[Target], names: Sequence[CoefficientName]) -> ProtocolResult:
     """Each named coefficient as the mean over `targets` (one target: that target's coefficient)."""
+    resampled = _ResampledTargets(design, targets) if design.indices is not None else None
     return ProtocolResult(
         protocol=protocol,
         description=_DESCRIPTIONS[protocol],
@@ -209,11 +211,12 @@ def _protocol(protocol: str, design: ClusteredDesign, targets: list[Target], nam
         n_candidates=int(design.ratings.shape[0]),
         n_clips=design.n_clips,
         n_rows=int(targets[0][0].size),
-        statistics=tuple(_statistic(name, design, targets) for name in names),
+        statistics=tuple(_statistic(name, design, targets, resampled) for name in names),
     )
 
 
-def _statistic(name: CoefficientName, design: ClusteredDesign, targets: list[Target]) -> ProtocolStatistic:
+def _statistic(name: CoefficientName, design: ClusteredDesign, targets: list[Target],
+               resampled: _ResampledTargets | None) -> ProtocolStatistic:
     per_target = []
     for x, y, _ in targets:
         value, _p = scipy_coefficient(name, x, y)
@@ -222,10 +225,10 @@ def _statistic(name: CoefficientName, design: ClusteredDesign, targets: list[Tar
         per_target.append(value)
     value = float(np.mean(per_target))
     per_annotator = tuple(per_target) if len(targets) > 1 else ()
-    if design.indices is None:
+    if resampled is None or design.indices is None:
         return ProtocolStatistic(name, value, None, None, None, per_annotator)
-    distribution = bootstrap_distribution(
-        _mean_weighted(name, targets), value, design.clip_of_candidate, design.n_clips, design.indices
+    distribution = item_bootstrap_distribution(
+        resampled.statistic(name), value, design.n_clips, design.indices, row_size=resampled.widest_target
     )
     confidence = design.settings.confidence
     intervals = bootstrap_intervals(distribution, confidence)
@@ -242,12 +245,27 @@ def _statistic(name: CoefficientName, design: ClusteredDesign, targets: list[Tar
     )
 
 
-def _mean_weighted(name: CoefficientName, targets: list[Target]) -> Callable[[np.ndarray], np.ndarray]:
-    """weights (rows, candidates) -> the resampled protocol value per row: the weighted coefficient of each
-    target (a candidate's weight copied to each of its rows), averaged over the targets."""
-    weighted = WEIGHTED_STATISTICS[name]
+class _ResampledTargets:
+    """A protocol's targets as functions of the clip weights (rows, clips) of a block of resamples.
 
-    def statistic(candidate_weights: np.ndarray) -> np.ndarray:
-        return np.mean([weighted(x, y, candidate_weights[:, rows]) for x, y, rows in targets], axis=0)
+    Kendall coefficients are evaluated per clip (`ClusteredKendall`, built once per target and shared by
+    tau-b and tau-c); the others expand the clip weights to each target's rows (a candidate's clip weight
+    copied to each of its rows).
+    """
 
-    return statistic
+    def __init__(self, design: ClusteredDesign, targets: list[Target]) -> None:
+        self._targets = [(x, y, design.clip_of_candidate[rows]) for x, y, rows in targets]
+        self._kendall: list[ClusteredKendall] | None = None
+        self._n_clips = design.n_clips
+        self.widest_target = max(x.size for x, _, _ in self._targets)
+
+    def statistic(self, name: CoefficientName) -> Callable[[np.ndarray], np.ndarray]:
+        if name in ("kendall_b", "kendall_c") and all(ClusteredKendall.supports(x, y) for x, y, _ in self._targets):
+            if self._kendall is None:
+                self._kendall = [ClusteredKendall(x, y, clip_of_row, self._n_clips) for x, y, clip_of_row in self._targets]
+            variant = "b" if name == "kendall_b" else "c"
+            kendalls = self._kendall
+            return lambda clip_weights: np.mean([kendall(clip_weights, variant) for kendall in kendalls], axis=0)
+        weighted = WEIGHTED_STATISTICS[name]
+        targets = self._targets
+        return lambda clip_weights: np.mean([weighted(x, y, clip_weights[:, clip_of_row]) for x, y, clip_of_row in targets], axis=0)

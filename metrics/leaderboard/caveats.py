@@ -5,16 +5,13 @@ left unranked."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
 
 import numpy as np
 
-from capjudge.metrics.leaderboard.stats import Estimate, LeaderboardSettings
 from capjudge.metrics.files.runs import Run
-
-if TYPE_CHECKING:  # the column and row types are the leaderboard's, which imports this module
-    from capjudge.metrics.leaderboard.board import LeaderboardRow, MetricColumn
-    from capjudge.metrics.leaderboard.replies import TaskReplies
+from capjudge.metrics.leaderboard.replies import TaskReplies
+from capjudge.metrics.leaderboard.stats import Estimate, LeaderboardSettings
+from capjudge.metrics.leaderboard.table import LeaderboardRow, MetricColumn
 
 
 def consistency_warnings(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 import math
 
-from capjudge.metrics.leaderboard.board import Leaderboard
+from capjudge.metrics.leaderboard.table import Leaderboard
 
 
 def render_chart_png(board: Leaderboard) -> bytes:

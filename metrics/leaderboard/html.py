@@ -16,7 +16,7 @@ from functools import cache
 from importlib.resources import files
 from string import Template
 
-from capjudge.metrics.leaderboard.board import Leaderboard, LeaderboardRow
+from capjudge.metrics.leaderboard.table import Leaderboard, LeaderboardRow
 from capjudge.metrics.leaderboard.layout import Cell, DisplayColumn, TaskSection, legend, task_sections
 
 

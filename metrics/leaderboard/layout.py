@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from capjudge.metrics.leaderboard.board import Leaderboard, LeaderboardRow, MetricColumn
+from capjudge.metrics.leaderboard.table import Leaderboard, LeaderboardRow, MetricColumn
 from capjudge.metrics.leaderboard.stats import Comparison, Estimate
 
 WORSE_MARK = "▼"

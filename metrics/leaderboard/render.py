@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from capjudge.metrics.leaderboard.board import Leaderboard
+from capjudge.metrics.leaderboard.table import Leaderboard
 from capjudge.metrics.leaderboard.chart import render_chart_png
 from capjudge.metrics.leaderboard.html import render_html
 from capjudge.metrics.leaderboard.layout import (
