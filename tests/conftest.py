@@ -14,7 +14,15 @@ REPO_ROOT = TESTS_DIR.parent
 SHARED = REPO_ROOT.parent / "shared"
 sys.path.insert(0, str(TESTS_DIR))  # so tests can `import openai_server`, `import videos`
 
+import warm_launch  # noqa: E402
+from harness_runs import run_capjudge_cli  # noqa: E402
 from openai_server import OpenAITestServer  # noqa: E402
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _warm_launch_scratch(tmp_path_factory):
+    """Warm launches (tests/warm_launch.py) keep their server's datasets cache and their output files here."""
+    warm_launch.use_scratch(tmp_path_factory.mktemp("warm_launch"))
 
 
 @pytest.fixture(scope="session")
@@ -93,12 +101,16 @@ def shared_path(*parts: str) -> Path:
     return path
 
 
-def run_capjudge(*args: str, stdin: str = "", env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    """`capjudge ARGS` as a user runs it: a subprocess from the repository root. MODEL_VERSION is dropped from
-    the inherited environment so a judge model set on the machine cannot change what the tests see."""
+def run_capjudge(*args: str, stdin: str = "", env: dict[str, str] | None = None, timeout: float = 120,
+                 warm: bool = True) -> subprocess.CompletedProcess[str]:
+    """`capjudge ARGS` as a user runs it, from the repository root: warm (harness_runs.run_capjudge_cli) unless
+    `warm=False` or it reads `stdin`, then a real subprocess. MODEL_VERSION is dropped from the inherited
+    environment so a judge model set on the machine cannot change what the tests see."""
     environment = {key: value for key, value in os.environ.items() if key != "MODEL_VERSION"}
     environment.update(env or {})
+    if not stdin:
+        return run_capjudge_cli(args, env=environment, cwd=REPO_ROOT, timeout=timeout, warm=warm)
     return subprocess.run(
         [sys.executable, "-m", "capjudge.tasks.cli", *args],
-        input=stdin, capture_output=True, text=True, cwd=REPO_ROOT, env=environment, timeout=timeout,
+        input=stdin, capture_output=True, text=True, cwd=REPO_ROOT, env=environment, timeout=timeout, check=False,
     )

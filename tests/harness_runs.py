@@ -14,6 +14,10 @@ OPENAI_API_KEY, MODEL_VERSION, CAPJUDGE_CACHE), offline Hugging Face settings an
 
 lmms-eval 0.7.x catches errors inside an evaluation, prints them and still exits 0, so a run counts as
 successful only when it wrote a new results file; otherwise `HarnessRunError` carries the output's tail.
+
+Launches are warm by default (tests/warm_launch.py: a child forked from a process that has imported lmms-eval
+and capjudge, which saves ~10 s of CPU each); `warm=False` runs the real command line, for tests that must
+kill or signal the process, or that test the entry point itself.
 """
 
 from __future__ import annotations
@@ -27,6 +31,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
+
+from warm_launch import warm_run
 
 TESTS_DIR = Path(__file__).resolve().parent
 REPO_ROOT = TESTS_DIR.parent
@@ -193,6 +199,7 @@ def launch_lmms_eval(
     extra_args: Sequence[str] = (),
     env: Mapping[str, str] | None = None,
     timeout: float = 600.0,
+    warm: bool = True,
 ) -> HarnessOutcome:
     """Run `python -m lmms_eval ...` once and report what happened (it never raises on a failed run)."""
     output_path = Path(output_path)
@@ -208,20 +215,19 @@ def launch_lmms_eval(
         command += ["--limit", str(limit)]
     command += list(extra_args)
     before = set(output_path.rglob("*_results.json"))
-    completed = subprocess.run(
-        command,
-        cwd=REPO_ROOT,
-        env=harness_env(
-            judge_base_url,
-            cache_path=cache_path or output_path.parent / "judge_cache.sqlite",
-            datasets_cache=output_path.parent / "hf_datasets_cache",
-            extra=env,
-        ),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,  # a failed run is reported by HarnessOutcome, not raised here
+    environment = harness_env(
+        judge_base_url,
+        cache_path=cache_path or output_path.parent / "judge_cache.sqlite",
+        datasets_cache=output_path.parent / "hf_datasets_cache",
+        extra=env,
     )
+    if warm:
+        completed = warm_run("lmms_eval", command[3:], env=environment, cwd=REPO_ROOT, timeout=timeout)
+    else:
+        completed = subprocess.run(
+            command, cwd=REPO_ROOT, env=environment, capture_output=True, text=True, timeout=timeout,
+            check=False,  # a failed run is reported by HarnessOutcome, not raised here
+        )
     new_files = tuple(sorted(set(output_path.rglob("*_results.json")) - before))
     return HarnessOutcome(tuple(command), completed.returncode, completed.stdout, completed.stderr, output_path, new_files)
 
@@ -229,6 +235,22 @@ def launch_lmms_eval(
 def run_lmms_eval(**kwargs: Any) -> HarnessRun:
     """`launch_lmms_eval`, raising `HarnessRunError` unless exactly one new results file was written."""
     return launch_lmms_eval(**kwargs).require_run()
+
+
+# ---------------------------------------------------------------------------------------------------------
+# capjudge
+# ---------------------------------------------------------------------------------------------------------
+
+
+def run_capjudge_cli(args: Sequence[str | Path], *, env: Mapping[str, str], cwd: Path = REPO_ROOT,
+                     timeout: float = 600.0, warm: bool = True) -> subprocess.CompletedProcess[str]:
+    """`python -m capjudge.tasks.cli ARGS` with exactly `env`, its output captured as text; never raises on a
+    non-zero exit status. (tests/conftest.py's `run_capjudge` is this with the test process's environment.)"""
+    arguments = [str(arg) for arg in args]
+    if warm:
+        return warm_run("capjudge", arguments, env=env, cwd=cwd, timeout=timeout)
+    return subprocess.run([sys.executable, "-m", "capjudge.tasks.cli", *arguments], cwd=cwd, env=dict(env),
+                          capture_output=True, text=True, timeout=timeout, check=False)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -244,7 +266,7 @@ from __future__ import annotations
 
 import re
 
-from capjudge.judges.client.judge_client import shared_client
+from capjudge.judges.client.registry import shared_client
 from capjudge.judges.types import ChatRequest, ParseFailure
 
 JUDGE_VERSION = "stand-in-gveval-1"
@@ -349,8 +371,7 @@ def judge_synthetic_msvd(folder: Path, judge_base_url: str, *, n_items: int, sam
            "CAPJUDGE_JUDGE_SAMPLES": str(samples), "CAPJUDGE_GVEVAL_SCORING": "text", "HF_DATASETS_OFFLINE": "1",
            "HF_HUB_OFFLINE": "1", "HF_DATASETS_CACHE": str(folder / "hf"), "PATH": "/usr/bin:/bin", "HOME": str(folder)}
     out = folder / "out"
-    result = subprocess.run([sys.executable, "-m", "capjudge.tasks.cli", "judge", "--captions", str(captions),
-                             "--task", "gveval_references", "--out", str(out)], cwd=REPO_ROOT, env=env,
-                            capture_output=True, text=True, timeout=600)
+    result = run_capjudge_cli(["judge", "--captions", str(captions), "--task", "gveval_references", "--out", str(out)],
+                              env=env, cwd=REPO_ROOT, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     return out

@@ -13,7 +13,8 @@ from scipy import stats
 from capjudge.metrics.statistics.annotator_agreement import annotator_agreement, krippendorff_alpha
 from capjudge.metrics.statistics.compare import compare_scorers, williams_test
 from capjudge.metrics.statistics.correlation import BootstrapSettings
-from capjudge.metrics.human_correlation.msvd_eval import DIMENSIONS, human_matrix, load_msvd_eval
+from capjudge.judges.gveval.parser import SCORE_NAMES
+from capjudge.metrics.human_correlation.msvd_eval import human_matrix, load_msvd_eval
 
 MSVD_PATH = Path(__file__).resolve().parents[2] / "shared" / "data" / "msvd_eval" / "MSVD-Eval.json"
 FAST = BootstrapSettings(n_resamples=200, seed=0)
@@ -26,7 +27,7 @@ def msvd_items():
     return load_msvd_eval(MSVD_PATH)
 
 
-@pytest.mark.parametrize("dimension", DIMENSIONS)
+@pytest.mark.parametrize("dimension", SCORE_NAMES)
 def test_ceiling_on_msvd_matches_the_packages(msvd_items, dimension):
     human = human_matrix(msvd_items, dimension)
     ceiling = annotator_agreement(human, dimension, FAST)

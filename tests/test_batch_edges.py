@@ -14,7 +14,7 @@ import json
 import secrets
 
 import pytest
-from harness_runs import TEST_JUDGE_MODEL, judge_server
+from harness_runs import TEST_JUDGE_MODEL, judge_server, run_capjudge_cli
 from openai_server import Reply, rubric_responder
 from test_batch_stage import N_ITEMS, _command, _judge, _samples, _state
 
@@ -22,13 +22,11 @@ pytestmark = pytest.mark.slow
 
 
 def _judge_with(tmp_path, judge, env_changes, *extra):
-    import subprocess
-
     from conftest import REPO_ROOT
 
     command, env = _command(tmp_path, judge, *extra)
     env.update(env_changes)
-    return subprocess.run(command, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=600, check=False)
+    return run_capjudge_cli(command[3:], env=env, cwd=REPO_ROOT, timeout=600)
 
 
 def _all_bytes(root):

@@ -17,7 +17,7 @@ import time
 
 import pytest
 from conftest import REPO_ROOT
-from harness_runs import TEST_API_KEY, TEST_JUDGE_MODEL, judge_server
+from harness_runs import TEST_API_KEY, TEST_JUDGE_MODEL, judge_server, run_capjudge_cli
 from openai_server import Reply, rubric_responder
 
 pytestmark = pytest.mark.slow
@@ -38,7 +38,7 @@ def _command(tmp_path, judge, *extra):
 
 def _judge(tmp_path, judge, *extra):
     command, env = _command(tmp_path, judge, *extra)
-    return subprocess.run(command, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=600)
+    return run_capjudge_cli(command[3:], env=env, cwd=REPO_ROOT, timeout=600)
 
 
 def _samples(tmp_path):
@@ -94,7 +94,7 @@ def test_batch_replies_are_the_cache_of_an_online_run(tmp_path):
         command, env = _command(tmp_path, judge)
         online = [part for part in command if part not in ("--batch", "--poll-seconds", "0.05")]
         online[online.index(str(tmp_path / "out"))] = str(tmp_path / "online")
-        result = subprocess.run(online, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=600)
+        result = run_capjudge_cli(online[3:], env=env, cwd=REPO_ROOT, timeout=600)
         assert result.returncode == 0, result.stderr[-3000:]
         assert judge.log == []
         paths = list((tmp_path / "online").rglob(f"*_samples_{TASK}.jsonl"))

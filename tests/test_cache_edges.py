@@ -9,13 +9,12 @@ merge` on caches a real client wrote.
 from __future__ import annotations
 
 import hashlib
+import os
 import sqlite3
-import subprocess
-import sys
 
 import pytest
 from conftest import REPO_ROOT
-from harness_runs import TEST_API_KEY, TEST_JUDGE_MODEL
+from harness_runs import TEST_API_KEY, TEST_JUDGE_MODEL, run_capjudge_cli
 
 pytestmark = pytest.mark.slow
 
@@ -29,14 +28,14 @@ def judge(tmp_path, server, cache, out="out"):
     env = {"OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": TEST_API_KEY, "MODEL_VERSION": TEST_JUDGE_MODEL,
            "CAPJUDGE_CACHE": str(cache), "HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1",
            "HF_DATASETS_CACHE": str(tmp_path / "hf"), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
-    return subprocess.run(
-        [sys.executable, "-m", "capjudge.tasks.cli", "judge", "--captions", str(CAPTIONS), "--task", TASK,
-         "--out", str(tmp_path / out)], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=600)
+    return run_capjudge_cli(
+        ["judge", "--captions", str(CAPTIONS), "--task", TASK,
+         "--out", str(tmp_path / out)], env=env, cwd=REPO_ROOT, timeout=600)
 
 
 def merge(*args):
-    return subprocess.run([sys.executable, "-m", "capjudge.tasks.cli", "cache", "merge", *map(str, args)],
-                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+    return run_capjudge_cli(["cache", "merge", *map(str, args)],
+                            env=dict(os.environ), cwd=REPO_ROOT, timeout=120)
 
 
 def error_line(result, *needles, prefix="capjudge "):

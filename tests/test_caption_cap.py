@@ -8,11 +8,9 @@ sent, the samples file what each item became.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 from conftest import REPO_ROOT
-from harness_runs import TEST_API_KEY, TEST_JUDGE_MODEL, judge_server
+from harness_runs import TEST_API_KEY, TEST_JUDGE_MODEL, judge_server, run_capjudge_cli
 
 TASK = "gveval_demo"
 CAPTIONS = REPO_ROOT / "tasks" / "demo" / "captions_good.jsonl"
@@ -37,10 +35,10 @@ def _judge(tmp_path, judge, captions, extra_env=None):
            "CAPJUDGE_CACHE": str(tmp_path / "cache.sqlite"), "CAPJUDGE_GVEVAL_SCORING": "text",
            "HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1", "HF_DATASETS_CACHE": str(tmp_path / "hf"),
            "PATH": "/usr/bin:/bin", "HOME": str(tmp_path), **(extra_env or {})}
-    return subprocess.run(
-        [sys.executable, "-m", "capjudge.tasks.cli", "judge", "--captions", str(captions), "--task", TASK,
+    return run_capjudge_cli(
+        ["judge", "--captions", str(captions), "--task", TASK,
          "--out", str(tmp_path / "out")],
-        cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=600,
+        env=env, cwd=REPO_ROOT, timeout=600,
     )
 
 

@@ -16,7 +16,7 @@ import pytest
 from harness_runs import judge_server, launch_lmms_eval, write_stand_in_judged_task
 from lmms_eval.api.instance import Instance
 
-from capjudge.tasks.models.captions_file import (
+from capjudge.models.captions_file import (
     CaptionsFile,
     CaptionsFileError,
     MissingCaptionsError,
@@ -60,7 +60,7 @@ def test_entry_point_gives_lmms_eval_a_manifest_for_the_model():
     assert entry.load() is model_manifest
     manifest = model_manifest()
     assert manifest.model_id == "captions_file"
-    assert manifest.simple_class_path == "capjudge.tasks.models.captions_file.CaptionsFile"
+    assert manifest.simple_class_path == "capjudge.models.captions_file.CaptionsFile"
 
     from lmms_eval.models import get_model, list_available_models
 

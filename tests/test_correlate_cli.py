@@ -11,7 +11,8 @@ from scipy import stats
 
 from capjudge.metrics.human_correlation.baselines import BASELINE_SCORERS
 from conftest import run_capjudge
-from capjudge.metrics.human_correlation.msvd_eval import DIMENSIONS, human_matrix, load_msvd_eval
+from capjudge.judges.gveval.parser import SCORE_NAMES
+from capjudge.metrics.human_correlation.msvd_eval import human_matrix, load_msvd_eval
 
 MSVD_PATH = Path(__file__).resolve().parents[2] / "shared" / "data" / "msvd_eval" / "MSVD-Eval.json"
 COEFFICIENT_KEYS = {"kendall_b", "kendall_c", "pearson", "spearman"}
@@ -113,14 +114,14 @@ def test_msvd_baseline_json_shape(msvd_json_report):
     scorers = {key for key in report if not key.startswith("_")}
     assert scorers == set(BASELINE_SCORERS) | {"words"}
     for scorer in scorers:
-        assert set(report[scorer]) == set(DIMENSIONS)
+        assert set(report[scorer]) == set(SCORE_NAMES)
         for target, cell in report[scorer].items():
             assert set(cell) == COEFFICIENT_KEYS | {"n"} and cell["n"] == 394
             for name in COEFFICIENT_KEYS:
                 assert set(cell[name]) == {"value", "ci"}
                 value, (low, high) = cell[name]["value"], cell[name]["ci"]
                 assert -1 <= low < high <= 1 and -1 <= value <= 1, (scorer, target, name)
-    assert set(report["_ceiling"]) == set(DIMENSIONS)
+    assert set(report["_ceiling"]) == set(SCORE_NAMES)
     assert 0 < report["_ceiling"]["mean"]["krippendorff_alpha_interval"]["value"] < 1
 
 

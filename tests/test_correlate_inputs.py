@@ -10,12 +10,10 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 
 import pytest
 from conftest import REPO_ROOT, run_capjudge
-from harness_runs import TEST_API_KEY, TEST_JUDGE_MODEL, judge_server
+from harness_runs import TEST_API_KEY, TEST_JUDGE_MODEL, judge_server, run_capjudge_cli
 
 N_ROWS = 12
 
@@ -156,10 +154,10 @@ def judged_run(tmp_path_factory):
            "HF_HUB_OFFLINE": "1", "HF_DATASETS_CACHE": str(root / "hf"), "PATH": "/usr/bin:/bin", "HOME": str(root)}
     with judge_server() as judge:
         env["OPENAI_BASE_URL"] = judge.base_url
-        done = subprocess.run(
-            [sys.executable, "-m", "capjudge.tasks.cli", "judge", "--captions",
+        done = run_capjudge_cli(
+            ["judge", "--captions",
              str(REPO_ROOT / "tasks" / "demo" / "captions_good.jsonl"), "--task", TASK, "--out", str(root / "run")],
-            cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=600,
+            env=env, cwd=REPO_ROOT, timeout=600,
         )
     assert done.returncode == 0, done.stderr[-3000:]
     return root / "run"

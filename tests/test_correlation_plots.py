@@ -28,8 +28,9 @@ from capjudge.metrics.human_correlation.plots import (
     tau_entries,
     tie_jitter,
 )
-from capjudge.metrics.human_correlation.msvd_eval import DIMENSIONS, human_matrix, load_msvd_eval
-from capjudge.metrics.human_correlation.report import build_report, report_to_json
+from capjudge.judges.gveval.parser import SCORE_NAMES
+from capjudge.metrics.human_correlation.msvd_eval import human_matrix, load_msvd_eval
+from capjudge.metrics.human_correlation.correlation_report import build_report, report_to_json
 from conftest import run_capjudge, shared_path
 
 SETTINGS = BootstrapSettings(n_resamples=200, seed=3)
@@ -304,19 +305,19 @@ def test_msvd_plots_per_dimension(msvd_cli_run, msvd_items):
     n_pairs = sum(len(item.human_scores) for item in scored)
     assert n_pairs == 2 * (197 - 20)
     # Only the judge is scattered; the baselines appear in the chart.
-    assert {p.name for p in out.glob("*.png")} == {f"scatter_words__{d}.png" for d in DIMENSIONS} | {"tau_b.png"}
+    assert {p.name for p in out.glob("*.png")} == {f"scatter_words__{d}.png" for d in SCORE_NAMES} | {"tau_b.png"}
     for png in out.glob("*.png"):
         assert_sane_png(png)
     chart_width, _ = assert_sane_png(out / "tau_b.png")
     assert chart_width >= 900  # five panels side by side in rows of three
     text, page = read_page(out)
     assert_page_inlines_every_png(out, page)
-    for dimension in DIMENSIONS:
+    for dimension in SCORE_NAMES:
         cell = report["words"][dimension]
         assert cell["n"] == n_pairs
         assert expected_tau_text(cell["kendall_b"]) in text
     figures = [f for f in page.figures if "data-scorer" in f]
-    assert {f["data-target"] for f in figures} == set(DIMENSIONS)
+    assert {f["data-target"] for f in figures} == set(SCORE_NAMES)
     assert all(int(f["data-points"]) == n_pairs for f in figures)
 
 
@@ -326,12 +327,12 @@ def test_msvd_chart_whiskers_are_the_report_cis(msvd_items):
     ids = [item.item_id for item in items]
     judge = words_judge(items)
     scorers = {"words": [judge[i] for i in ids], "shortness": [None if judge[i] is None else -judge[i] for i in ids]}
-    targets = {d: human_matrix(items, d) for d in DIMENSIONS}
+    targets = {d: human_matrix(items, d) for d in SCORE_NAMES}
     report = build_report(scorers, targets, settings=SETTINGS, item_ids=ids)
     as_json = report_to_json(report)
     chart = draw_tau_chart(tau_entries(report, ["words"]), SETTINGS)
     panels = [axes for axes in chart.figure.axes if axes.get_title()]
-    assert sorted(a.get_title().removeprefix("human: ") for a in panels) == sorted(DIMENSIONS)
+    assert sorted(a.get_title().removeprefix("human: ") for a in panels) == sorted(SCORE_NAMES)
     row_labels = [t.get_text() for t in panels[0].get_yticklabels()]
     assert row_labels == ["words", "shortness", "annotators 0~1"]
     for axes in panels:
@@ -380,7 +381,7 @@ def test_msvd_page_in_a_real_browser(msvd_cli_run, open_page, tmp_path):
     no script fails, the page needs no horizontal scrolling; a screenshot is kept."""
     _, out = msvd_cli_run
     visit = open_page(out / "correlation.html")
-    assert visit.image_count() == len(list(out.glob("*.png"))) == len(DIMENSIONS) + 1
+    assert visit.image_count() == len(list(out.glob("*.png"))) == len(SCORE_NAMES) + 1
     assert visit.broken_images() == []
     decoded = visit.page.evaluate(
         "() => Array.from(document.images).map(img => [img.dataset.file, img.naturalWidth, img.naturalHeight])"
@@ -390,6 +391,6 @@ def test_msvd_page_in_a_real_browser(msvd_cli_run, open_page, tmp_path):
     assert visit.offsite_requests() == []
     assert visit.script_errors == []
     assert visit.page.evaluate("() => document.documentElement.scrollWidth <= window.innerWidth")
-    assert len(visit.visible("figure")) == len(DIMENSIONS) + 1
+    assert len(visit.visible("figure")) == len(SCORE_NAMES) + 1
     shot = visit.screenshot(tmp_path / "correlation-page.png")
     assert png_size(shot.read_bytes())[0] >= 1000

@@ -6,11 +6,9 @@ one request (probe included) arrives even with CAPJUDGE_PREFLIGHT=1.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 from conftest import REPO_ROOT
-from harness_runs import judge_server
+from harness_runs import judge_server, run_capjudge_cli
 
 TASK = "gveval_demo"
 
@@ -20,8 +18,8 @@ def _estimate(tmp_path, *arguments: str, env: dict[str, str] | None = None):
     clean = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1",
              "HF_DATASETS_CACHE": str(tmp_path / "hf"), "CAPJUDGE_CACHE": str(tmp_path / "cache" / "judge.sqlite"),
              **(env or {})}
-    return subprocess.run([sys.executable, "-m", "capjudge.tasks.cli", "estimate", "--task", TASK, *arguments],
-                          cwd=REPO_ROOT, env=clean, capture_output=True, text=True, timeout=600)
+    return run_capjudge_cli(["estimate", "--task", TASK, *arguments],
+                            env=clean, cwd=REPO_ROOT, timeout=600)
 
 
 def test_estimate_needs_no_api_key(tmp_path):

@@ -143,7 +143,7 @@ def test_judging_an_item_again_with_the_runs_cache_is_a_cache_hit(shared_run, se
     judgment = judge_item(doc, item["candidate"], settings, client)
     logged = shared_run.run.samples("gveval_references")[0]["judged"]["judgment"]
     assert judgment.cache_hit is True and judgment.requests == 0 and server.log == []
-    assert judgment.record()["scores"] == logged["scores"] and judgment.result.raw_reply == logged["raw_reply"]
+    assert judgment.logged().to_json()["scores"] == logged["scores"] and judgment.result.raw_reply == logged["raw_reply"]
 
 
 def test_constrained_output_sends_the_local_servers_grammar(server, make_client):

@@ -23,7 +23,7 @@ from types import SimpleNamespace
 
 import pytest
 from conftest import REPO_ROOT, run_capjudge
-from harness_runs import TEST_API_KEY, TEST_JUDGE_MODEL, judge_server, run_lmms_eval
+from harness_runs import TEST_API_KEY, TEST_JUDGE_MODEL, judge_server, run_capjudge_cli, run_lmms_eval
 from openai_server import Reply, prompt_text, rubric_responder, with_logprobs
 
 pytestmark = pytest.mark.slow
@@ -69,17 +69,14 @@ class StandInJudge:
 
 
 def _judge(judge, tmp: Path, captions: str, task: str, out: Path, env: dict[str, str] | None = None) -> Path:
-    import subprocess
-    import sys
-
     environment = {"OPENAI_BASE_URL": judge.base_url, "OPENAI_API_KEY": TEST_API_KEY, "MODEL_VERSION": TEST_JUDGE_MODEL,
                    "CAPJUDGE_CACHE": str(tmp / "cache.sqlite"), "HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1",
                    "HF_DATASETS_CACHE": str(tmp / "hf"), "PATH": "/usr/bin:/bin", "HOME": str(tmp),
                    "CAPJUDGE_MAX_FAILURE_RATE": "1", **(env or {})}
-    done = subprocess.run(
-        [sys.executable, "-m", "capjudge.tasks.cli", "judge", "--captions", str(DEMO / f"captions_{captions}.jsonl"),
+    done = run_capjudge_cli(
+        ["judge", "--captions", str(DEMO / f"captions_{captions}.jsonl"),
          "--model-name", captions, "--task", task, "--out", str(out)],
-        check=False, cwd=REPO_ROOT, env=environment, capture_output=True, text=True, timeout=300,
+        env=environment, cwd=REPO_ROOT, timeout=300,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     (results,) = (out / captions).glob("*_results.json")

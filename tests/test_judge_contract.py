@@ -3,6 +3,7 @@ handles both the same way — the missing-video rule, the logged record, the set
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 
 import pytest
@@ -12,7 +13,8 @@ from capjudge.judges.anycap.length_rule import check_length_tolerance
 from capjudge.judges.types import JudgeResult, ParseFailure
 from capjudge.tasks.judged.anycap_task import AnyCapSettings, AnyCapTask
 from capjudge.tasks.judged.gveval_task import GVEvalSettings, GVEvalTask
-from capjudge.tasks.judged.judged_task import RECORD_METRIC, count_judged
+from capjudge.tasks.judged.aggregations import count_judged
+from capjudge.tasks.judged.judged_task import RECORD_METRIC
 
 
 def _results():
@@ -63,5 +65,6 @@ def test_identity_has_one_shape_for_both_judges():
 
     config = JudgeConfig.from_env({"OPENAI_BASE_URL": "http://127.0.0.1:9/v1"})
     identities = [GVEvalSettings.resolve({}, env={}).identity(config), AnyCapSettings.resolve({}, env={}).identity(config)]
-    assert [sorted(identity) for identity in identities] == [["endpoint", "judge_version", "model", "name", "settings"]] * 2
+    assert [sorted(identity) for identity in identities] == [["capjudge_version", "descriptor", "endpoint", "judge_version", "model", "name", "settings"]] * 2
     assert [identity["model"] for identity in identities] == [GVEvalSettings.published_model, AnyCapSettings.published_model]
+    assert {identity["capjudge_version"] for identity in identities} == {importlib.metadata.version("capjudge")}

@@ -13,6 +13,7 @@ import threading
 
 import numpy as np
 import pytest
+from capjudge.judges.record import JudgedRecord
 from capjudge.metrics.statistics.reliability import ReliabilityError, retest_statistics, sample_matrix
 from conftest import REPO_ROOT, run_capjudge
 from harness_runs import judge_synthetic_msvd
@@ -66,7 +67,7 @@ def test_reported_noise_and_icc_recover_the_true_values(tmp_path, seed):
     for line in lines[:5]:
         replies = [s["scores"]["accuracy"] for s in line["judged"]["judgment"]["samples"]]
         assert line["gveval_accuracy"] == pytest.approx(np.mean(replies))
-    matrix, k, left_out = sample_matrix(lines, "accuracy")
+    matrix, k, left_out = sample_matrix([JudgedRecord.in_line(line) for line in lines], "accuracy")
     assert (matrix.shape, k, left_out) == ((N_ITEMS, K), K, 0)
     report = retest_statistics(matrix, score="accuracy", n_resamples=1000, seed=seed)
     truth = np.array([true_score(int(line["judged"]["item_id"][4:])) for line in lines])

@@ -7,11 +7,12 @@ leaderboard reads, and shares its requests and cache with judging inside lmms-ev
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 
 import pytest
 from conftest import REPO_ROOT
-from harness_runs import TEST_API_KEY, TEST_JUDGE_MODEL, judge_server, run_lmms_eval
+from harness_runs import TEST_API_KEY, TEST_JUDGE_MODEL, judge_server, run_capjudge_cli, run_lmms_eval
 
 pytestmark = pytest.mark.slow
 
@@ -29,11 +30,8 @@ def _judge_env(tmp_path, judge, cache, extra_env=None):
 
 
 def _judge(tmp_path, judge, *arguments, cache, extra_env=None):
-    import subprocess
-    import sys
-
-    return subprocess.run([sys.executable, "-m", "capjudge.tasks.cli", "judge", *arguments], cwd=REPO_ROOT,
-                          env=_judge_env(tmp_path, judge, cache, extra_env), capture_output=True, text=True, timeout=600)
+    return run_capjudge_cli(["judge", *arguments],
+                            env=_judge_env(tmp_path, judge, cache, extra_env), cwd=REPO_ROOT, timeout=600)
 
 
 def _samples(folder):
@@ -76,6 +74,8 @@ def test_a_predict_only_run_is_judged_later_and_shares_the_cache_with_lmms_eval(
     # The aggregates are lmms-eval's, from the same aggregation functions.
     (results_file,) = list((tmp_path / "judged").rglob("*_results.json"))
     staged_results = json.loads(results_file.read_text())["results"][TASK]
+    # The results file names the capjudge release that judged (as each item's `judge.capjudge_version` does).
+    assert json.loads(results_file.read_text())["capjudge_version"] == importlib.metadata.version("capjudge")
     harness_results = harness.results()["results"][TASK]
     for key in ("gveval_mean,none", "gveval_failed,none"):
         assert staged_results[key] == pytest.approx(harness_results[key])

@@ -15,14 +15,12 @@ import csv
 import hashlib
 import json
 import re
-import subprocess
-import sys
 import threading
 
 import numpy as np
 import pytest
 from conftest import REPO_ROOT, run_capjudge
-from harness_runs import judge_synthetic_msvd
+from harness_runs import judge_synthetic_msvd, run_capjudge_cli
 from openai_server import OpenAITestServer, Reply, prompt_text
 
 from capjudge.metrics.leaderboard.stats import LeaderboardSettings, mean_estimate, paired_comparison
@@ -340,9 +338,9 @@ def test_anycap_scores_are_traced_to_the_final_score_of_each_reply(tmp_path):
                "CAPJUDGE_CACHE": str(tmp_path / "cache.sqlite"), "CAPJUDGE_JUDGE_SAMPLES": "3",
                "HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1", "HF_DATASETS_CACHE": str(tmp_path / "hf"),
                "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
-        result = subprocess.run([sys.executable, "-m", "capjudge.tasks.cli", "judge", "--captions", str(captions),
-                                 "--task", "anycap_style_demo", "--out", str(tmp_path / "out")], cwd=REPO_ROOT,
-                                env=env, capture_output=True, text=True, timeout=600)
+        result = run_capjudge_cli(["judge", "--captions", str(captions),
+                                   "--task", "anycap_style_demo", "--out", str(tmp_path / "out")],
+                                  env=env, cwd=REPO_ROOT, timeout=600)
         assert result.returncode == 0, result.stderr[-3000:]
     (samples,) = list((tmp_path / "out").rglob("*_samples_anycap_style_demo.jsonl"))
     replies = [s for line in samples.read_text().splitlines() for s in json.loads(line)["judged"]["judgment"]["samples"]]

@@ -207,7 +207,7 @@ def test_cli_registers_serve_local():
 
     args = build_parser().parse_args(["serve-local", "--port", "0", "--quiet"])
     assert args.port == 0 and args.quiet and args.model is None
-    assert args.func.__module__ == "capjudge.judges.local.launcher"
+    assert args.func.__module__ == "capjudge.tasks.cli.serve_local"
 
 
 @pytest.mark.slow

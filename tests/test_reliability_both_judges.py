@@ -13,10 +13,15 @@ variance 64 + 1/12 with the rounding; the mean of the four has a quarter of it).
 var(t) / (var(t) + noise variance), var(t) over the run's items. Ten items per task: with these designs the
 CIs covered the truth in 86% (G-VEval SD) to 97% of 200 simulated runs; the draws here are seeded (item, reply
 number), so the run is the same every time.
+
+The same two runs then check every reader of the typed record (capjudge.judges.record) on both judges:
+`capjudge agreement`, the leaderboard's noise share, the item report's spread, and the runs rewritten in the
+unversioned shape of the capjudge before record versions (they must measure and show the same).
 """
 
 from __future__ import annotations
 
+import csv
 import hashlib
 import json
 import re
@@ -182,3 +187,97 @@ def test_a_score_no_reply_has_and_a_run_judged_once_are_refused(runs, tmp_path):
     refused = run_capjudge("reliability", str(once), "--task", ANYCAP)
     assert refused.returncode == 2 and refused.stdout == ""
     assert "not measurable" in refused.stderr and "one judge reply per item" in refused.stderr
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The typed record (capjudge.judges.record): what the runs log, and every reader of it on both judges
+
+
+def test_records_are_versioned_and_log_each_judges_spread(runs):
+    """Version 2 records; AnyCap's spread is over each reply's final and judge score (version 1 logged none)."""
+    for task, main, value in ((ANYCAP, "final_score", lambda s: s["final_score"]),
+                              (GVEVAL, "mean", lambda s: s["scores"]["mean"])):
+        for line in _lines(runs[task], task):
+            record = line["judged"]
+            assert record["record_version"] == 2
+            truth = np.std([value(s) for s in record["judgment"]["samples"]], ddof=1)
+            assert record["judgment"]["spread"][main] == pytest.approx(truth), (task, record["item_id"])
+    spread = _lines(runs[ANYCAP], ANYCAP)[0]["judged"]["judgment"]["spread"]
+    assert list(spread) == ["final_score", "judge_score"]
+
+
+def _as_version_1(run: Path, into: Path) -> Path:
+    """The run as the capjudge before record versions wrote it (f999aa6): no `record_version`, and AnyCap's
+    `spread` empty."""
+    copy = shutil.copytree(run, into)
+    for samples in copy.rglob("*_samples_*.jsonl"):
+        lines = [json.loads(line) for line in samples.read_text(encoding="utf-8").splitlines()]
+        for line in lines:
+            del line["judged"]["record_version"]
+            if line["judged"]["judge"]["name"] == "anycap":
+                line["judged"]["judgment"]["spread"] = {}
+        samples.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    return copy
+
+
+def test_an_unversioned_run_measures_the_same_as_a_versioned_one(runs, tmp_path):
+    for task in (ANYCAP, GVEVAL):
+        old = _as_version_1(runs[task], tmp_path / task)
+        assert _table(old, task) == _table(runs[task], task)
+
+
+def test_agreement_reads_both_judges(runs):
+    """`capjudge agreement` of a run with itself: the same items, the same values (tau-b 1, no difference)."""
+    for task, metric in ((ANYCAP, "anycap_score"), (GVEVAL, "gveval_mean")):
+        result = run_capjudge("agreement", str(runs[task]), str(runs[task]), "--task", task, "--metric", metric,
+                              "--resamples", "50")
+        assert result.returncode == 0, result.stderr
+        row = next(line for line in result.stdout.splitlines() if line.startswith("| good |"))
+        cells = [cell.strip() for cell in row.strip("|").split("|")]
+        assert cells[1] == "10" and cells[2].startswith("1.000") and cells[6].startswith("0.000"), row
+
+
+def test_the_leaderboard_reports_the_noise_share_of_both_judges(runs, tmp_path):
+    out = tmp_path / "board"
+    result = run_capjudge("leaderboard", str(runs[ANYCAP]), str(runs[GVEVAL]), "--out", str(out), "--resamples", "500")
+    assert result.returncode == 0, result.stderr
+    assert "no reply value averages" not in result.stderr
+    with (out / "leaderboard.csv").open(encoding="utf-8", newline="") as handle:
+        (row,) = list(csv.DictReader(handle))
+    # Every score metric of either judge is traced to its replies (an untraced one has an empty share).
+    for column in (f"{ANYCAP}/anycap_score", f"{ANYCAP}/anycap_avg_of_types", f"{ANYCAP}/anycap_output_words",
+                   f"{GVEVAL}/gveval_mean", f"{GVEVAL}/gveval_accuracy"):
+        assert row[f"{column}_replies"] == str(K), column
+        assert 0 <= float(row[f"{column}_judge_noise_share"]) <= 1, column
+    # AnyCap's noise (variance 1/2 on a 1..3 truth) is a visible share of its CI; a word count has none.
+    assert float(row[f"{ANYCAP}/anycap_score_judge_noise_share"]) > 0.02
+    assert float(row[f"{ANYCAP}/anycap_output_words_judge_noise_share"]) == 0.0
+    assert row[f"{ANYCAP}/anycap_failed_judge_noise_share"] == ""  # a rate: whole-item outcomes
+
+
+def test_the_item_report_shows_the_spread_of_both_judges_also_for_an_unversioned_run(runs, tmp_path):
+    from capjudge.metrics.item_report.report import build_item_report
+
+    for task, value in ((ANYCAP, lambda s: s["final_score"]), (GVEVAL, lambda s: s["scores"]["mean"])):
+        truth = {line["judged"]["item_id"]: np.std([value(s) for s in line["judged"]["judgment"]["samples"]], ddof=1)
+                 for line in _lines(runs[task], task)}
+        for run in (runs[task], _as_version_1(runs[task], tmp_path / f"old_{task}")):
+            (section,) = build_item_report([f"good={run}"], out=tmp_path / f"report_{task}").sections
+            assert {item.item_id: item.spread for item in section.items} == pytest.approx(truth), (task, run)
+            assert all(len(item.judgments[0].view.replies) == K for item in section.items)
+
+
+def test_a_malformed_record_is_one_line_naming_file_line_and_field(runs, tmp_path):
+    broken = shutil.copytree(runs[ANYCAP], tmp_path / "broken")
+    (samples,) = list(broken.rglob(f"*_samples_{ANYCAP}.jsonl"))
+    lines = _lines(broken, ANYCAP)
+    lines[3]["judged"]["judgment"]["samples"][1] = "lost"
+    samples.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    # Each command's exit code for input it cannot use (the report's is 1, its usage errors 2).
+    for command, code in ((("reliability", str(broken), "--task", ANYCAP), 2),
+                          (("leaderboard", str(broken), "--out", str(tmp_path / "board")), 2),
+                          (("report", str(broken), "--out", str(tmp_path / "report")), 1)):
+        result = run_capjudge(*command)
+        assert result.returncode == code, (command, result.stderr)
+        (message,) = result.stderr.strip().splitlines()
+        assert f"{samples}, line 4" in message and "`judgment.samples[1]` is a str" in message, (command, message)

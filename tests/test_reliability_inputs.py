@@ -32,7 +32,7 @@ from capjudge.tasks.judged.gveval_task import (
     parse_msvd_record,
 )
 from capjudge.tasks.judged.gveval_task import judge_item as gveval_judge_item
-from capjudge.tasks.judged.harness import (
+from capjudge.tasks.judged.sources import (
     DatasetError,
     load_rows,
     read_json_lines,
@@ -255,7 +255,7 @@ def test_gveval_task_item_with_a_corrupt_video_is_unjudged_and_logged_by_item(tm
     settings = GVEvalSettings.resolve({"mode": "frames"}, env={})
     with caplog.at_level(logging.WARNING):
         judgment = gveval_judge_item(_gveval_doc(corrupt.name, tmp_path), CAPTION, settings, make_client(server))
-    record = judgment.record()
+    record = judgment.logged().to_json()
     assert judgment.item_id == "vid77" and record["failure"] == "video_unreadable"
     assert str(corrupt) in record["failure_detail"] and all(value is None for value in record["scores"].values())
     assert "vid77" in caplog.text and str(corrupt) in caplog.text
@@ -278,7 +278,7 @@ def test_anycap_task_item_with_a_corrupt_video_is_unjudged_and_logged_by_item(tm
            "_videos_env": "V"}
     with caplog.at_level(logging.WARNING):
         judgment = anycap_judge_item(doc, CAPTION, AnyCapSettings.resolve({}, env={}), make_client(server))
-    record = judgment.record()
+    record = judgment.logged().to_json()
     assert judgment.item_id == "a9" and record["failure"] == "video_unreadable" and record["final_score"] is None
     assert str(corrupt) in record["failure_detail"] and "a9" in caplog.text
 
@@ -367,7 +367,7 @@ def test_a_file_that_is_not_utf8_is_a_dataset_error_naming_the_file(tmp_path):
 
 
 def test_a_captions_file_with_text_that_is_not_unicode_names_the_item(tmp_path):
-    from capjudge.tasks.models.captions_file import CaptionsFileError, load_caption_set
+    from capjudge.models.captions_file import CaptionsFileError, load_caption_set
 
     path = tmp_path / "captions.jsonl"
     path.write_text('{"id": "vid3", "caption": "A dog \\ud83d runs"}\n', encoding="utf-8")

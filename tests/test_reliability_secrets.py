@@ -11,8 +11,8 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import secrets
-import subprocess
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -24,7 +24,7 @@ from capjudge.judges.client.judge_client import JudgeClient
 from capjudge.judges.client.config import ConfigError, JudgeConfig
 from capjudge.judges.gveval.judge import GVEvalJudge
 from conftest import REPO_ROOT, shared_path
-from harness_runs import launch_lmms_eval, venv_python
+from harness_runs import launch_lmms_eval, run_capjudge_cli
 from openai_server import OpenAITestServer, Reply, prompt_text, rubric_responder, with_logprobs
 
 MSVD = ("data", "msvd_eval", "MSVD-Eval.json")
@@ -179,10 +179,10 @@ def leak_run(tmp_path_factory):
         )
         keys_seen = list(judge.keys_seen)
     run = outcome.require_run()
-    board = subprocess.run(
-        [venv_python(), "-m", "capjudge.tasks.cli", "leaderboard", str(root / "out"), "--out", str(root / "board"),
+    board = run_capjudge_cli(
+        ["leaderboard", str(root / "out"), "--out", str(root / "board"),
          "--resamples", "200", "--permutations", "199"],
-        cwd=REPO_ROOT, capture_output=True, text=True, timeout=120, check=False,
+        env=dict(os.environ), cwd=REPO_ROOT, timeout=120,
     )
     return SimpleNamespace(root=root, outcome=outcome, run=run, board=board, keys_seen=keys_seen)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -17,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO_ROOT
-from harness_runs import harness_env, judge_server, run_lmms_eval
+from harness_runs import harness_env, judge_server, run_capjudge_cli, run_lmms_eval
 from openai_server import rubric_responder, with_logprobs
 
 pytestmark = pytest.mark.slow
@@ -40,8 +41,8 @@ def _judge_command(task: str, out: Path) -> list[str]:
 
 
 def _leaderboard(out: Path, *runs: Path) -> tuple[dict[str, dict[str, str]], str]:
-    made = subprocess.run([sys.executable, "-m", "capjudge.tasks.cli", "leaderboard", *map(str, runs), "--out", str(out)],
-                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=300, check=False)
+    made = run_capjudge_cli(["leaderboard", *map(str, runs), "--out", str(out)],
+                            env=dict(os.environ), cwd=REPO_ROOT, timeout=300)
     assert made.returncode == 0, made.stderr[-3000:]
     with (out / "leaderboard.csv").open(encoding="utf-8", newline="") as handle:
         return {row["model"]: row for row in csv.DictReader(handle)}, made.stderr
@@ -102,9 +103,8 @@ def _fixed_gveval(score: int):
 def _capjudge_run(judge, tmp_path: Path, name: str, score: int) -> Path:
     """A `capjudge judge` run of the good captions, on a UTC machine, by a judge that gives `score`."""
     judge.responder = _fixed_gveval(score)
-    done = subprocess.run(_judge_command(GVEVAL, tmp_path / name), cwd=REPO_ROOT,
-                          env=_env(judge, tmp_path / f"{name}_env", TZ="UTC"), capture_output=True, text=True,
-                          timeout=600, check=False)
+    done = run_capjudge_cli(_judge_command(GVEVAL, tmp_path / name)[3:],
+                            env=_env(judge, tmp_path / f"{name}_env", TZ="UTC"), cwd=REPO_ROOT, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     (results_file,) = (tmp_path / name).rglob("*_results.json")
     return results_file

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import secrets
 import socket
 import subprocess
@@ -20,7 +21,7 @@ from capjudge.judges.client.judge_client import JudgeClient
 from capjudge.judges.client.config import JudgeConfig
 from capjudge.judges.gveval.judge import GVEvalJudge
 from conftest import REPO_ROOT
-from harness_runs import TEST_JUDGE_MODEL
+from harness_runs import TEST_JUDGE_MODEL, run_capjudge_cli
 from openai_server import OpenAITestServer, tokens_of, with_logprobs
 
 REFERENCES = ["A dog runs across a park.", "A brown dog plays fetch."]
@@ -83,7 +84,8 @@ def test_an_echoed_key_is_redacted_where_stored_but_the_score_is_the_reply_as_re
 def test_a_redacted_reply_keeps_its_logprobs_spelling_the_redacted_text():
     """The stored copy of a reply: tokens re-spelled so that they spell the redacted content, every logprob and
     alternative kept, the credential in no token (whole or split over several)."""
-    from capjudge.judges.client.judge_client import Redactor, reply_from_completion_dict
+    from capjudge.judges.client.redaction import Redactor
+    from capjudge.judges.client.wire import reply_from_completion_dict
 
     key = f"sk-capjudge-EDGE-{secrets.token_hex(12)}"
     body = {"model": "m", "logprobs": True, "top_logprobs": 2}
@@ -98,7 +100,7 @@ def test_a_redacted_reply_keeps_its_logprobs_spelling_the_redacted_text():
 
 def test_the_redaction_rule_for_keys_and_url_credentials():
     """Which credentials rewrite text: real-looking keys and everything a URL carries; placeholders never."""
-    from capjudge.judges.client.judge_client import Redactor
+    from capjudge.judges.client.redaction import Redactor
 
     url = "https://proxyuser:hunter2@proxy.example/v1?api-key=QUERYTOKEN123456&api-version=2024-10-21"
     config = JudgeConfig.from_env({"OPENAI_BASE_URL": url, "OPENAI_API_KEY": "sk-real-0123456789abcdef"})
@@ -128,7 +130,7 @@ def run_judge(tmp_path: Path, base_url: str, out: Path) -> subprocess.CompletedP
            "HF_DATASETS_CACHE": str(tmp_path / "hf"), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
     command = [sys.executable, "-m", "capjudge.tasks.cli", "judge", "--captions", str(CAPTIONS), "--task", TASK,
                "--out", str(out)]
-    return subprocess.run(command, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=600, check=False)
+    return run_capjudge_cli(command[3:], env=env, cwd=REPO_ROOT, timeout=600)
 
 
 @pytest.mark.slow
@@ -139,8 +141,8 @@ def test_userinfo_in_the_base_url_is_in_no_record_report_or_message(tmp_path):
         run = run_judge(tmp_path, f"http://capuser:{password}@{host}", tmp_path / "out")
         assert run.returncode == 0, run.stderr[-3000:]
         assert len(server.log) > 0  # judged through the URL with credentials
-    report = subprocess.run([sys.executable, "-m", "capjudge.tasks.cli", "report", str(tmp_path / "out"), "--out",
-                             str(tmp_path / "report")], cwd=REPO_ROOT, capture_output=True, text=True, timeout=300, check=False)
+    report = run_capjudge_cli(["report", str(tmp_path / "out"), "--out",
+                               str(tmp_path / "report")], env=dict(os.environ), cwd=REPO_ROOT, timeout=300)
     assert report.returncode == 0, report.stderr[-3000:]
     (samples,) = list((tmp_path / "out").rglob(f"*_samples_{TASK}.jsonl"))
     endpoints = {json.loads(line)["judged"]["judge"]["endpoint"] for line in samples.read_text(encoding="utf-8").splitlines()}

@@ -21,12 +21,12 @@ from capjudge.tasks.judged.gveval_task import (
     GVEvalSettings,
     parse_msvd_record,
 )
-from capjudge.tasks.judged.harness import (
+from capjudge.judges.client.observed import merge_request_params
+from capjudge.tasks.judged.aggregations import mean_of_judged
+from capjudge.tasks.judged.sources import (
     DatasetError,
     doc_to_video,
     load_rows,
-    mean_of_judged,
-    merge_request_params,
     missing_video_problem,
     resolve_source,
 )

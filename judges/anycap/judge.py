@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import copy
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from functools import lru_cache
 from importlib import resources
 from typing import TYPE_CHECKING, Any, Literal, Mapping, Sequence
@@ -33,6 +33,9 @@ from capjudge.judges.anycap.length_rule import (
     normalise_caption_type,
     parse_tolerance,
 )
+from capjudge.judges.anycap.reply_view import view_anycap_reply
+from capjudge.judges.descriptor import FrameGeometry, JudgeDescriptor
+from capjudge.judges.record import ReplyFields
 from capjudge.judges.types import ChatRequest, ImagePart
 from capjudge.judges.anycap.wordcount import count_words
 
@@ -61,6 +64,26 @@ JPEG_QUALITY = 75  # PIL's default, used by the published code
 DEFAULT_TEMPERATURE = 0.7
 DEFAULT_MAX_TOKENS = 4096
 PUBLISHED_MAX_TRIES = 5
+
+# Each logged reply (capjudge.judges.record.ReplySample) is the whole AnyCapResult. The task's score metrics
+# (capjudge.tasks.judged.anycap_task) average the score after the length rules, `final_score`, of the judged
+# replies; `judge_score` is what the judge itself said. The caption's word count is the same in every reply
+# (no judge noise in it, but still the replies' mean).
+DESCRIPTOR = JudgeDescriptor(
+    name="anycap",
+    version=JUDGE_VERSION,
+    published_model=PUBLISHED_MODEL,
+    reply_fields=ReplyFields(
+        values={"final_score": "final_score", "judge_score": "judge_score", "output_words": "output_words"},
+        metrics={"anycap_score": "final_score", "anycap_avg_of_types": "final_score",
+                 **{f"anycap_{kind}": "final_score" for kind in CAPTION_TYPES}, "anycap_output_words": "output_words"},
+        scores=("final_score", "judge_score"),
+        main="final_score",
+    ),
+    frames=FrameGeometry(sample_points=FRAME_POINTS, image_format="JPEG", jpeg_quality=JPEG_QUALITY),
+    reply_grammar='bare JSON {"score": 0-4, "reason": "..."} (a fenced or embedded object is accepted)',
+    view_reply=view_anycap_reply,
+)
 
 FLAG_INSTRUCTION_MISSING = "instruction_missing"
 UNKNOWN_CAPTION_TYPE = "unknown_caption_type"
@@ -107,13 +130,10 @@ def build_request(
     text = render_prompt(caption_type, output, reference, item=item)
     if video is not None and frames is not None:
         raise ValueError(f"{_where(item)}give either video or frames, not both")
-    from capjudge.judges.video import frame_building_slot, load_frames, sample_frames
-
     image_parts: tuple[ImagePart, ...] = ()
     if video is not None or frames is not None:
-        with frame_building_slot():
-            images = sample_frames(video, points) if video is not None else load_frames(frames, points)
-            image_parts = tuple(ImagePart.from_pil(image, "JPEG", quality=JPEG_QUALITY) for image in images)
+        geometry = replace(DESCRIPTOR.frames, sample_points=points)  # type: ignore[type-var]
+        image_parts = geometry.render(video=video, frames=frames)
     parts: tuple[str | ImagePart, ...] = (text, *image_parts)
     return ChatRequest(parts=parts, params={"temperature": temperature, "max_tokens": max_tokens}, model=model)
 

@@ -1,1 +1,1 @@
-"""The judge client and what it rests on: settings, reply cache, rate budget and limits, transport, batches."""
+"""The judge client and what it rests on: settings, wire codec, reply cache, redaction, rate budget and limits, transport, batches, the process-wide clients."""

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from capjudge.judges.client.judge_client import wire_body
+from capjudge.judges.client.wire import parse_reply, reply_from_completion_dict, unsendable_problem, wire_body
 from capjudge.judges.types import ChatRequest, JudgeOutcome, JudgeReply, ParseFailure, Usage
 
 # OpenAI's documented limits for one batch input file.
@@ -126,8 +126,6 @@ class BatchRecorder:
 
     def judge(self, request: ChatRequest, parse: Callable[[JudgeReply], Any], *, judge_version: str,
               max_tries: int = 1, first_sample_index: int = 0) -> JudgeOutcome[Any]:
-        from capjudge.judges.client.judge_client import parse_reply, unsendable_problem
-
         if unsendable_problem(request) is not None:  # the real client reports it as bad input, sending nothing
             return self._client.judge(request, parse, judge_version=judge_version, max_tries=max_tries,
                                       first_sample_index=first_sample_index)
@@ -217,8 +215,6 @@ class BatchApi:
 
     def lines(self, file_id: str) -> Iterator[LineResult]:
         """Every line of an output or error file, streamed (a 10,000-item output is not held in memory)."""
-        from capjudge.judges.client.judge_client import reply_from_completion_dict
-
         with self._sdk.files.with_streaming_response.content(file_id) as response:
             for raw in response.iter_lines():
                 if not raw.strip():

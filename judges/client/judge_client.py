@@ -13,35 +13,35 @@ Design choices, and why:
   requests instead of getting the same bad reply forever.
 - The API key lives only inside the SDK client. Everything this module records or hands on to be recorded
   (attempt details, failure details, log lines, the replies kept in the cache and in the outcome, the text of
-  a parsed judgment) passes through a `Redactor` first, in case a server echoes a credential back. What is
-  *scored* is the reply as received: redaction never changes a score, and the cached copy keeps its logprobs
-  (re-spelled around the redacted text), so a rerun from the cache scores the same.
+  a parsed judgment) passes through a `Redactor` (capjudge.judges.client.redaction) first, in case a server
+  echoes a credential back. What is *scored* is the reply as received: redaction never changes a score, and
+  the cached copy keeps its logprobs (re-spelled around the redacted text), so a rerun from the cache scores
+  the same.
+
+The request body and the reply are encoded and decoded by `capjudge.judges.client.wire` (shared with the
+Batch API path); the process-wide client per configuration is `capjudge.judges.client.registry.shared_client`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import functools
 import json
 import logging
-import os
 import random
-import re
 import threading
 import time
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence, TypeVar
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import openai
 
 from capjudge.judges.client.budget import Limits, MachineBudget, budget_folder
 from capjudge.judges.client.breaker import JUDGE_UNREACHABLE, CircuitBreaker, JudgeUnreachable
 from capjudge.judges.client.cache import ReplyCache, ServedJudges
-from capjudge.judges.client.config import REDACTED, JudgeConfig, looks_like_secret
+from capjudge.judges.client.config import JudgeConfig
 from capjudge.judges.client.http_transport import PerThreadTransport
 from capjudge.judges.client.rate_limits import (
     NO_ESTIMATE,
@@ -51,44 +51,18 @@ from capjudge.judges.client.rate_limits import (
     estimate_tokens,
     read_rate_limit_headers,
 )
-from capjudge.judges.types import (
-    BAD_INPUT,
-    Attempt,
-    ChatRequest,
-    JudgeOutcome,
-    JudgeReply,
-    ParseFailure,
-    TokenLogprob,
-    Usage,
+from capjudge.judges.client.redaction import Redactor
+from capjudge.judges.client.wire import (
+    RequestRejected,
+    TransportError,
+    parse_reply,
+    reply_from_completion_dict,
+    unsendable_problem,
+    wire_body,
 )
-
-T = TypeVar("T")
-# Failure kinds the client itself reports (the parsers report theirs).
-REFUSAL = "refusal"
-Parser = Callable[[JudgeReply], "T | ParseFailure"]
+from capjudge.judges.types import BAD_INPUT, Attempt, ChatRequest, JudgeOutcome, JudgeReply, ParseFailure, Usage
 
 log = logging.getLogger(__name__)
-
-
-class TransportError(Exception):
-    """An attempt that may succeed if repeated (429, 5xx, timeout, connection, malformed response)."""
-
-    def __init__(self, outcome: str, detail: str, retry_after: float | None = None, unfixable: bool = False):
-        super().__init__(f"{outcome}: {detail}")
-        self.outcome = outcome
-        self.detail = detail
-        self.retry_after = retry_after
-        # Could not even connect (refused, DNS): retried, but counted by the circuit breaker.
-        self.unfixable = unfixable
-
-
-class RequestRejected(Exception):
-    """A 4xx other than 429: repeating the same request cannot help (bad model name, bad key, bad body)."""
-
-    def __init__(self, status: int, detail: str):
-        super().__init__(f"http_{status}: {detail}")
-        self.status = status
-        self.detail = detail
 
 
 class JudgeClient:
@@ -388,105 +362,6 @@ class JudgeClient:
         return reply, limits
 
 
-def redact_secret(text: str, secret: str | None) -> str:
-    """`text` with every occurrence of `secret` (an API key a server may echo back) replaced, if it
-    `looks_like_secret` (a placeholder such as `none` or `EMPTY` rewrites nothing)."""
-    return Redactor([(secret, REDACTED)] if secret and looks_like_secret(secret) else [])(text)
-
-
-class Redactor:
-    """Takes a configuration's credentials (`JudgeConfig.redactions`) out of what is stored or printed.
-
-    Only ever applied to copies that are recorded: a reply is scored as received. For a reply, the logprob
-    tokens are re-spelled so that they still spell the redacted text (the token holding the start of a
-    credential carries the replacement, tokens wholly inside it become empty), with every logprob kept: a
-    rerun that scores the cached copy gets the same expected values."""
-
-    def __init__(self, redactions: Iterable[tuple[str | None, str]]):
-        self._replacements = {needle: replacement for needle, replacement in redactions if needle}
-        needles = sorted(self._replacements, key=len, reverse=True)  # the longest match wins at a position
-        self._pattern = re.compile("|".join(map(re.escape, needles))) if needles else None
-
-    @classmethod
-    def for_config(cls, config: JudgeConfig) -> Redactor:
-        return cls(config.redactions)
-
-    def __call__(self, text: str) -> str:
-        if self._pattern is None or not self._pattern.search(text):
-            return text
-        return self._pattern.sub(lambda found: self._replacements[found.group()], text)
-
-    def reply(self, reply: JudgeReply) -> JudgeReply:
-        """The copy of `reply` to record: `reply` itself when it quotes no credential."""
-        if self._pattern is None:
-            return reply
-        changes: dict[str, Any] = {}
-        for name in ("content", "refusal", "model"):
-            value = getattr(reply, name)
-            if value is not None and self(value) != value:
-                changes[name] = self(value)
-        if reply.logprobs is not None:
-            tokens = self._tokens(reply.logprobs)
-            if tokens is not reply.logprobs:
-                changes["logprobs"] = tokens
-        return replace(reply, **changes) if changes else reply
-
-    def value(self, value: Any) -> Any:
-        """`value` (a parsed judgment, a failure's data) with every string in it redacted; numbers untouched.
-        Walks dataclasses, mappings, tuples and lists; returns `value` itself when nothing changed."""
-        if isinstance(value, str):
-            redacted = self(value)
-            return value if redacted == value else redacted
-        if dataclasses.is_dataclass(value) and not isinstance(value, type):
-            changed = {}
-            for found in dataclasses.fields(value):
-                if found.init:
-                    old = getattr(value, found.name)
-                    new = self.value(old)
-                    if new is not old:
-                        changed[found.name] = new
-            return replace(value, **changed) if changed else value
-        if isinstance(value, Mapping):
-            items = {key: self.value(item) for key, item in value.items()}
-            return items if any(items[key] is not item for key, item in value.items()) else value
-        if isinstance(value, (tuple, list)):
-            items = [self.value(item) for item in value]
-            return type(value)(items) if any(new is not old for new, old in zip(items, value)) else value
-        return value
-
-    def _tokens(self, tokens: tuple[TokenLogprob, ...]) -> tuple[TokenLogprob, ...]:
-        assert self._pattern is not None
-        text = "".join(token.token for token in tokens)
-        alternatives = "\x00".join(alt for token in tokens for alt, _ in token.top)
-        if not self._pattern.search(text) and not self._pattern.search(alternatives):
-            return tokens
-        spans = [(found.start(), found.end(), self._replacements[found.group()]) for found in self._pattern.finditer(text)]
-        redacted = self(text)
-
-        def moved(offset: int) -> int:  # where a token boundary lands in the redacted text
-            shift = 0
-            for start, end, replacement in spans:
-                if end <= offset:
-                    shift += len(replacement) - (end - start)
-                elif start < offset:  # inside a credential: the boundary moves past its replacement
-                    return start + shift + len(replacement)
-                else:
-                    break
-            return offset + shift
-
-        bounds = [0]
-        for token in tokens:
-            bounds.append(bounds[-1] + len(token.token))
-        moved_bounds = [moved(offset) for offset in bounds]
-        respelled = []
-        for index, token in enumerate(tokens):
-            spelled = redacted[moved_bounds[index] : moved_bounds[index + 1]]
-            # The token's own entry among its alternatives is spelled as the token now is.
-            top = tuple((spelled if alt == token.token else self(alt), logprob) for alt, logprob in token.top)
-            respelled.append(token if spelled == token.token and top == token.top else TokenLogprob(spelled, token.logprob, top))
-        return tuple(respelled)
-
-
 def _short(error: openai.APIStatusError) -> str:
     return f"{error.status_code} {str(error.message)[:200]}"
 
@@ -502,130 +377,3 @@ def _retry_after(response: Any) -> float | None:
             except ValueError:
                 continue  # an HTTP-date: rare for APIs; fall back to backoff
     return None
-
-
-def parse_reply(reply: JudgeReply, parse: Callable[[JudgeReply], Any]) -> Any:
-    """The judge's parse of a reply, or a typed failure for a refusal: a refusal has no content for the parser,
-    so it is reported as what it is, with its text, and re-asked like any rejected reply (at temperature > 0
-    the next sample may answer)."""
-    if reply.content is None and reply.refusal:
-        return ParseFailure(REFUSAL, f"the judge refused: {reply.refusal[:300]}")
-    return parse(reply)
-
-
-def wire_body(body: Mapping[str, Any]) -> dict[str, Any]:
-    """A request body as it goes over the wire: the SDK's `extra_body` pass-through (e.g. the local server's
-    grammar) merged into it, as the SDK itself does for `create(**body)`."""
-    flat = {key: value for key, value in body.items() if key != "extra_body"}
-    flat.update(body.get("extra_body") or {})
-    return flat
-
-
-def reply_from_completion_dict(data: Mapping[str, Any]) -> JudgeReply:
-    """A chat.completion as JSON (a response body, or a Batch API output line's body) -> JudgeReply.
-
-    Raises KeyError/TypeError/ValueError for JSON that is not shaped like a chat completion (a gateway's own
-    object, a number where text belongs): the caller reports it as a bad response, retryable."""
-    if not isinstance(data, Mapping):
-        raise TypeError(f"expected a JSON object, got {type(data).__name__}")
-    choices = data.get("choices")
-    if not choices:
-        raise TransportError("bad_response", "response has no choices")
-    choice = choices[0]
-    message = choice.get("message")
-    content = _text_field("content", message.get("content")) if message is not None else None
-    refusal = _text_field("refusal", message.get("refusal")) if message is not None else None
-    logprobs = None
-    logprob_part = choice.get("logprobs")
-    if logprob_part is not None and logprob_part.get("content") is not None:
-        logprobs = tuple(
-            TokenLogprob(
-                token=_text_field("token", item["token"]) or "",
-                logprob=float(item["logprob"]),
-                top=tuple((_text_field("token", alt["token"]) or "", float(alt["logprob"]))
-                          for alt in (item.get("top_logprobs") or ())),
-            )
-            for item in logprob_part["content"]
-        )
-    usage = data.get("usage") or {}
-    return JudgeReply(
-        content=content,
-        logprobs=logprobs,
-        finish_reason=choice.get("finish_reason"),
-        model=_text_field("model", data.get("model")),
-        usage=Usage(
-            prompt_tokens=int(usage.get("prompt_tokens") or 0),
-            completion_tokens=int(usage.get("completion_tokens") or 0),
-            requests=1,
-        ),
-        refusal=refusal,
-    )
-
-
-# A code point in the surrogate range: in a Python str decoded from JSON, only an unpaired one (a pair is
-# decoded to one character). Such text cannot be encoded as UTF-8.
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def _text_field(name: str, value: Any) -> str | None:
-    """A text field of the reply, checked: None or a string, with unpaired surrogates (`"\\ud800"` escapes from
-    a broken server) replaced by U+FFFD as any UTF-8 decoder does; left in, they would make the cache write
-    and the sample log raise. Anything else is a TypeError (a malformed completion)."""
-    if value is None:
-        return None
-    if not isinstance(value, str):
-        raise TypeError(f"{name!r} is {type(value).__name__}, not text")
-    return _SURROGATE.sub("\ufffd", value)
-
-
-def unsendable_problem(request: ChatRequest) -> str | None:
-    """Why the request's text cannot be sent (an unpaired surrogate, e.g. from a broken JSON file), or None."""
-    for position, part in enumerate(request.parts):
-        if isinstance(part, str):
-            found = _SURROGATE.search(part)
-            if found is not None:
-                context = part[max(0, found.start() - 40) : found.start()].encode("utf-8", "replace").decode("utf-8")
-                return (
-                    f"text part {position} has an unpaired surrogate U+{ord(found.group()):04X} at character "
-                    f"{found.start()} (after {context!r}): not valid Unicode, so it cannot be sent"
-                )
-    return None
-
-
-# One client per process per configuration, so every task and thread shares the concurrency bound and the
-# cache connection pool.
-_shared: dict[JudgeConfig, JudgeClient] = {}
-_shared_lock = threading.Lock()
-
-
-def release_shared_clients() -> None:
-    """Close every process-wide client (their queued replies written, their files closed); the next
-    `shared_client` call builds a new one. The judging stage calls it before forking workers: SQLite's rule
-    is that no connection may be open across a fork (a child's new connections would share the parent's
-    lock bookkeeping), and nothing may be queued for a writer thread the child would not have."""
-    with _shared_lock:
-        clients = list(_shared.values())
-        _shared.clear()
-    for client in clients:
-        client.close()
-
-
-def _forget_inherited_clients() -> None:
-    """In a forked child (the judging stage's worker processes): the parent's clients are not usable here
-    (their writer thread does not exist in the child), so the child builds its own on first use."""
-    global _shared_lock
-    _shared.clear()
-    _shared_lock = threading.Lock()
-
-
-os.register_at_fork(after_in_child=_forget_inherited_clients)
-
-
-def shared_client(config: JudgeConfig | None = None, **overrides: Any) -> JudgeClient:
-    """The process-wide client for `config` (default: from the environment, with `overrides`)."""
-    config = config or JudgeConfig.from_env(**overrides)
-    with _shared_lock:
-        client = _shared.get(config)
-        if client is None:
-            client = _shared[config] = JudgeClient(config)
-        return client

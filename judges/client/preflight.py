@@ -29,6 +29,7 @@ from contextvars import ContextVar
 import openai
 
 from capjudge.judges.client.config import ConfigError, JudgeConfig
+from capjudge.judges.client.redaction import Redactor
 
 log = logging.getLogger(__name__)
 
@@ -78,8 +79,6 @@ SKIP = f"({SWITCH_ENV}=0 skips this check, e.g. for --predict_only runs judged l
 
 
 def _probe(config: JudgeConfig, model: str, needs_logprobs: bool, for_batch: bool) -> None:
-    from capjudge.judges.client.judge_client import Redactor
-
     try:
         if for_batch:
             _send_batch_probe(config, model)

@@ -28,9 +28,12 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Literal, Mapping, Sequence
 
-from capjudge.judges.gveval.parser import GVEvalResult, Scoring, make_reply_parser
+from capjudge.judges.gveval.parser import SCORE_NAMES, GVEvalResult, Scoring, make_reply_parser
+from capjudge.judges.descriptor import FrameGeometry, JudgeDescriptor
+from capjudge.judges.gveval.reply_view import view_gveval_reply
+from capjudge.judges.record import ReplyFields
 from capjudge.judges.types import BAD_INPUT, BadInput, ChatRequest, ImagePart, ParseFailure
-from capjudge.judges.video import FrameSource, VideoError, load_frames, sample_frames
+from capjudge.judges.video import FrameSource, VideoError
 
 __all__ = [
     "DEFAULT_SAMPLING",
@@ -54,6 +57,25 @@ SAMPLE_POINTS = 4  # published: linspace over 4 points ...
 FRAMES_SHOWN = 3  # ... of which the first three are shown
 DEFAULT_SAMPLING: Mapping[str, Any] = MappingProxyType(
     {"temperature": 1, "top_p": 1, "logprobs": True, "top_logprobs": 5}
+)
+
+DESCRIPTOR = JudgeDescriptor(
+    name="gveval",
+    version=JUDGE_VERSION,
+    published_model=PUBLISHED_MODEL,
+    # Each logged reply (capjudge.judges.record.ReplySample) keeps its scores in `scores`; the task's per-item
+    # metric `gveval_<score>` (capjudge.tasks.judged.gveval_task) is the mean of the judged replies' score.
+    reply_fields=ReplyFields(
+        values={name: f"scores.{name}" for name in SCORE_NAMES},
+        metrics={f"gveval_{name}": name for name in SCORE_NAMES},
+        scores=SCORE_NAMES,
+        main="mean",
+    ),
+    # Published: linspace over SAMPLE_POINTS points, the first FRAMES_SHOWN shown in one labelled PNG strip.
+    frames=FrameGeometry(sample_points=SAMPLE_POINTS, shown=FRAMES_SHOWN, layout="strip", image_format="PNG"),
+    reply_grammar="free text ending in one statement per dimension, the 0-100 score wrapped in its marker: "
+                  "\u03b1N\u03b1 accuracy, \u03b2N\u03b2 completeness, \u03c8N\u03c8 conciseness, \u03b4N\u03b4 relevance",
+    view_reply=view_gveval_reply,
 )
 
 SEED_TEMPLATE = "gveval_accr_video.txt"
@@ -145,15 +167,10 @@ def build_request(
 
 
 def _visual_part(*, video, frames, image) -> ImagePart:
-    from capjudge.judges.gveval.frame_strip import build_strip, strip_image_part
-    from capjudge.judges.video import frame_building_slot
-
-    with frame_building_slot():
-        if video is not None:
-            return strip_image_part(build_strip(sample_frames(video, SAMPLE_POINTS, FRAMES_SHOWN)))
-        if frames is not None:
-            return strip_image_part(build_strip(load_frames(frames, SAMPLE_POINTS, FRAMES_SHOWN)))
-        return image_file_part(image)
+    if video is not None or frames is not None:
+        (strip,) = DESCRIPTOR.frames.render(video=video, frames=frames)  # type: ignore[union-attr]
+        return strip
+    return image_file_part(image)
 
 
 def image_file_part(path: str | PathLike[str]) -> ImagePart:

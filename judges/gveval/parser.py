@@ -27,13 +27,13 @@ from capjudge.judges.types import JudgeReply, ParseFailure, TokenLogprob, Usage
 Scoring = Literal["expected", "text"]
 
 # Dimension name -> marker, in the order the prompt lists them.
-DIMENSIONS: tuple[tuple[str, str], ...] = (
+DIMENSION_MARKERS: tuple[tuple[str, str], ...] = (
     ("accuracy", "α"),
     ("completeness", "β"),
     ("conciseness", "ψ"),
     ("relevance", "δ"),
 )
-DIMENSION_NAMES = tuple(name for name, _ in DIMENSIONS)
+DIMENSION_NAMES = tuple(name for name, _ in DIMENSION_MARKERS)
 # Every score a G-VEval result has: the four dimensions, then their mean (the task's metric names, the CLI's
 # output keys and MSVD-Eval's human-score columns, in this order).
 SCORE_NAMES: tuple[str, ...] = (*DIMENSION_NAMES, "mean")
@@ -54,7 +54,7 @@ _FILLER = "[ \t\u00a0*_]*"
 _NUMBER = r"[-+]?\d+(?:\.\d+)?"
 # A lookahead makes the matches overlap, so in "α85α90α" the last statement really is the last one.
 _STATEMENT_PATTERNS = {
-    name: re.compile(f"(?=({marker}{_FILLER}(?P<number>{_NUMBER}){_FILLER}{marker}))") for name, marker in DIMENSIONS
+    name: re.compile(f"(?=({marker}{_FILLER}(?P<number>{_NUMBER}){_FILLER}{marker}))") for name, marker in DIMENSION_MARKERS
 }
 _INTEGER_TOKENS = {str(value): value for value in range(101)}
 _SENTENCE_BOUNDARY = re.compile(r"\n|[.!?](?=\s)")

@@ -1,7 +1,7 @@
 """The embedded local judge from the caller's side: `LocalJudgeServer` starts the serving process
 (`capjudge.judges.local.llama_server`) in a subprocess, waits until it listens, health-checks it with one
-completion, and reports a crash with its signal, log tail and what to try. `capjudge serve-local` is the same
-thing as a command.
+completion, and reports a crash with its signal, log tail and what to try. `capjudge serve-local`
+(capjudge.tasks.cli.serve_local) is the same thing as a command.
 
 Why a subprocess, not a thread: uvicorn wants the main thread for its signal handlers, and a child process is
 stopped cleanly with SIGTERM, gives its memory back, and reports a crash as an error instead of taking the
@@ -12,7 +12,6 @@ until /v1/models answers — no guessing a free port in the parent, so no race b
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import signal
@@ -28,7 +27,6 @@ from typing import Any
 
 from capjudge.judges.client.config import JudgeConfig
 from capjudge.judges.local.options import DEFAULT_CONTEXT, LocalServerError, ServeOptions, honesty_notice
-from capjudge.judges.local.llama_server import add_arguments
 
 # ------------------------------------------------------------------------------------------------------------
 # The parent side: a server in a subprocess
@@ -268,45 +266,3 @@ def _answers_models(base_url: str) -> bool:
             return response.status == 200
     except (urllib.error.URLError, OSError):
         return False
-
-
-
-# ------------------------------------------------------------------------------------------------------------
-# capjudge serve-local
-
-
-def _run_supervised(args: argparse.Namespace) -> int:
-    """`capjudge serve-local`: the server in a child process, health-checked with one completion before it is
-    announced, and watched: a crash is reported with its signal, log and advice instead of a bare
-    "Segmentation fault" from the shell."""
-    server = LocalJudgeServer(
-        args.model, args.port, mmproj_path=args.mmproj, chat_format=args.chat_format, n_ctx=args.n_ctx,
-        n_threads=args.threads, alias=args.alias, startup_timeout=600.0, log_path=args.log,
-    )
-    try:
-        server.start()
-    except LocalServerError as error:
-        print(f"capjudge serve-local: {error}", file=sys.stderr)
-        return 2
-    try:
-        if not args.quiet:
-            print(server.notice(), flush=True)
-        print(f"Serving {server.model} at {server.base_url} (log: {server.log_path}); Ctrl-C stops it.", flush=True)
-        server.wait()
-        print(f"capjudge serve-local: {server.death_report()}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        return 0
-    finally:
-        server.stop()
-
-
-def register(groups: Any) -> None:
-    parser = groups.top.add_parser(
-        "serve-local",
-        help="serve a local GGUF judge (default: Gemma 3 270M) as an OpenAI-compatible API on 127.0.0.1",
-        description="Serve a GGUF model with llama.cpp as an OpenAI-compatible judge on 127.0.0.1 (no API key).",
-    )
-    add_arguments(parser)
-    parser.add_argument("--log", type=Path, help="the server's log file (default: a temporary file)")
-    parser.set_defaults(func=_run_supervised)

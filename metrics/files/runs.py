@@ -36,6 +36,16 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
+from capjudge.judges.known_judges import judge_descriptor
+from capjudge.judges.record import (
+    ITEM_ID_KEY,
+    JUDGE_KEY,
+    RECORD_METRIC,
+    JudgedRecord,
+    Judgment,
+    LoggedJudge,
+    RecordError,
+)
 from capjudge.metrics.files.jsonl import numbered_objects, read_json
 from capjudge.metrics.files.values import NotANumber, item_number
 
@@ -43,18 +53,17 @@ from capjudge.metrics.files.values import NotANumber, item_number
 _LMMS_SAMPLE_FIELDS = frozenset(
     {"doc_id", "doc", "target", "arguments", "resps", "filtered_resps", "token_counts", "doc_hash", "input", "input_media"}
 )
-# capjudge's tasks log each item's record as the value of one metric, `judged`
-# (`capjudge.tasks.judged.judged_task`): {"item_id", "judge", "judgment"}. Runs written before that layout, and
-# other tasks, may carry `item_id` and `judge` at the top of the line instead.
-RECORD_FIELD = "judged"
-ITEM_ID_FIELD = "item_id"
-JUDGE_FIELD = "judge"
+# capjudge's tasks log each item's record (`capjudge.judges.record.JudgedRecord`) as the value of one metric,
+# `judged`; runs written before that layout, and other tasks, may carry `item_id` and `judge` at the top of
+# the line instead (`JudgedRecord.in_line` reads both).
 _RESULTS_SUFFIX = "_results.json"
 # What `capjudge judge` records in its results file: the run's exact name, and the instant it started (ISO 8601
 # with its UTC offset). lmms-eval records its start as `date`, a `%Y%m%d_%H%M%S` stamp in the time zone of its
 # `--timezone` option (default Asia/Singapore), kept in `config.resolved_cli_args.timezone`.
 RUN_NAME_FIELD = "model_name"
 STARTED_FIELD = "started_at"
+# The capjudge release that wrote a `capjudge judge` results file (each item's judge record names it too).
+CAPJUDGE_VERSION_FIELD = "capjudge_version"
 LMMS_EVAL_STAMP = "%Y%m%d_%H%M%S"
 LMMS_EVAL_DEFAULT_TIMEZONE = "Asia/Singapore"
 _YEAR_3000 = 32_503_680_000  # seconds since the epoch: a `date` number beyond it is not an instant
@@ -76,24 +85,26 @@ class JudgeInfo:
     model: str | None
     judge_version: str | None = None
     settings: str | None = None  # canonical JSON of the settings, so two infos compare by value
+    capjudge_version: str | None = None  # None for records written before capjudge logged its version
 
     @classmethod
-    def from_logged(cls, value: Any) -> JudgeInfo | None:
-        if isinstance(value, Mapping):
-            settings = value.get("settings")
-            return cls(
-                model=_str_or_none(value.get("model")),
-                judge_version=_str_or_none(value.get("judge_version") or value.get("version")),
-                settings=json.dumps(settings, sort_keys=True, default=str) if settings is not None else None,
-            )
-        if isinstance(value, str) and value:
-            return cls(model=value)
-        return None
+    def from_logged(cls, judge: LoggedJudge | None) -> JudgeInfo | None:
+        if judge is None:
+            return None
+        settings = judge.settings
+        return cls(
+            model=judge.model,
+            judge_version=judge.judge_version,
+            settings=json.dumps(settings, sort_keys=True, default=str) if settings is not None else None,
+            capjudge_version=judge.capjudge_version,
+        )
 
     def label(self) -> str:
         parts = [self.model or "unknown model"]
         if self.judge_version:
             parts.append(self.judge_version)
+        if self.capjudge_version:
+            parts.append(f"capjudge {self.capjudge_version}")
         if self.settings:
             parts.append(self.settings)
         return " · ".join(parts)
@@ -255,6 +266,22 @@ def _lmms_eval_timezone(results: Mapping[str, Any]) -> str | None:
     return LMMS_EVAL_DEFAULT_TIMEZONE if "lmms_eval_version" in results else None
 
 
+def task_samples_files(path: Path, task: str) -> list[Path]:
+    """The samples files (`<date>_samples_<task>.jsonl`) of `task` beside every results file under `path`."""
+    found = (samples_path(results, task) for results in find_results_files(path))
+    return [samples for samples in found if samples.is_file()]
+
+
+def samples_path(results_path: Path, task: str) -> Path:
+    """Where lmms-eval writes the samples of `task` for the run of `results_path` (`<date>_results.json`)."""
+    return results_path.parent / f"{_date_id(results_path)}_samples_{task}.jsonl"
+
+
+def _date_id(results_path: Path) -> str:
+    name = results_path.name
+    return name[: -len(_RESULTS_SUFFIX)] if name.endswith(_RESULTS_SUFFIX) else results_path.stem
+
+
 def read_run(results_path: Path, name: str | None = None) -> Run:
     results_path = Path(results_path)
     try:
@@ -264,7 +291,7 @@ def read_run(results_path: Path, name: str | None = None) -> Run:
     if not isinstance(results, dict) or not isinstance(results.get("results"), dict):
         raise LeaderboardError(f"{results_path}: not an lmms-eval results file (no 'results' object)")
     config = results.get("config") if isinstance(results.get("config"), Mapping) else {}
-    date_id = results_path.name[: -len(_RESULTS_SUFFIX)] if results_path.name.endswith(_RESULTS_SUFFIX) else results_path.stem
+    date_id = _date_id(results_path)
     configs = results.get("configs") or {}
     # Leaf tasks have a config; group entries in "results" do not.
     task_names = [task for task in results["results"] if task in configs] or list(results["results"])
@@ -274,7 +301,7 @@ def read_run(results_path: Path, name: str | None = None) -> Run:
             results["results"].get(task) or {},
             configs.get(task) or {},
             (results.get("higher_is_better") or {}).get(task) or {},
-            results_path.parent / f"{date_id}_samples_{task}.jsonl",
+            samples_path(results_path, task),
             f"{results_path}: results.{task}",
         )
         for task in task_names
@@ -338,7 +365,7 @@ def _read_task(
             continue
         harness_values.setdefault(metric, _aggregate(value, f"{results_where}[{key!r}]"))
     listed = [entry.get("metric") for entry in task_config.get("metric_list") or [] if isinstance(entry, Mapping)]
-    metric_names = [str(m) for m in listed if m and m != RECORD_FIELD] or [m for m in harness_values if m != RECORD_FIELD]
+    metric_names = [str(m) for m in listed if m and m != RECORD_METRIC] or [m for m in harness_values if m != RECORD_METRIC]
     directions = {m: bool(higher_is_better.get(m, True)) for m in metric_names}
     for entry in task_config.get("metric_list") or []:
         if isinstance(entry, Mapping) and entry.get("metric") in directions and "higher_is_better" in entry:
@@ -355,7 +382,7 @@ def _read_task(
     numbered = list(numbered_objects(samples_path, LeaderboardError))
     lines = [line for _, line in numbered]
     if not metric_names:  # no config and no results: take what the task logged
-        metric_names = sorted({k for line in lines for k in line if k not in _LMMS_SAMPLE_FIELDS and k not in (ITEM_ID_FIELD, JUDGE_FIELD, RECORD_FIELD)})
+        metric_names = sorted({k for line in lines for k in line if k not in _LMMS_SAMPLE_FIELDS and k not in (ITEM_ID_KEY, JUDGE_KEY, RECORD_METRIC)})
     values = {metric: np.full(len(lines), np.nan) for metric in metric_names}
     bool_valued = {metric: True for metric in metric_names}
     seen_value = {metric: False for metric in metric_names}
@@ -363,19 +390,19 @@ def _read_task(
     judges: Counter[JudgeInfo] = Counter()
     usage: Counter[str] = Counter()
     for position, (line_number, line) in enumerate(numbered):
-        keys.append(_item_key(line))
-        record = logged_record(line)
-        judge = JudgeInfo.from_logged(record.get(JUDGE_FIELD))
+        record = logged_record(line, f"{samples_path}, line {line_number}")
+        keys.append(_item_key(line, record))
+        judge = JudgeInfo.from_logged(record.judge if record is not None else None)
         if judge is not None:
             judges[judge] += 1
-        _add_usage(usage, record.get("judgment"))
+        _add_usage(usage, record.judgment if record is not None else None)
         for metric in metric_names:
             raw = line.get(metric)
             try:
                 number = _number(raw, score_key)
             except NotANumber as problem:
                 raise LeaderboardError(
-                    f"{samples_path}, line {line_number} ({_item_label(line)}): {metric}: {problem}"
+                    f"{samples_path}, line {line_number} ({_item_label(line, record)}): {metric}: {problem}"
                 ) from None
             if number is None:
                 continue
@@ -406,33 +433,45 @@ def _read_task(
     )
 
 
-def _add_usage(usage: Counter[str], judgment: Any) -> None:
-    if not isinstance(judgment, Mapping) or not isinstance(judgment.get("usage"), Mapping):
+def _add_usage(usage: Counter[str], judgment: Judgment | None) -> None:
+    if judgment is None or judgment.usage is None:
         return
     usage["items"] += 1
-    usage["cached_items"] += int(bool(judgment.get("cache_hit")))
-    usage["requests"] += int(judgment.get("requests") or 0)
-    for name in ("prompt_tokens", "completion_tokens"):
-        usage[name] += int(judgment["usage"].get(name) or 0)
+    usage["cached_items"] += int(bool(judgment.cache_hit))
+    usage["requests"] += judgment.requests or 0
+    usage["prompt_tokens"] += judgment.usage.prompt_tokens
+    usage["completion_tokens"] += judgment.usage.completion_tokens
 
 
-def logged_record(line: Mapping[str, Any]) -> Mapping[str, Any]:
-    """The item's logged record (`item_id`, `judge`, `judgment`): under `judged`, or the line itself."""
-    record = line.get(RECORD_FIELD)
-    return record if isinstance(record, Mapping) else line
+def read_records(samples_path: Path) -> list[JudgedRecord | None]:
+    """The logged record of every line of a samples file (None: the line logs none)."""
+    return [logged_record(line, f"{samples_path}, line {number}")
+            for number, line in numbered_objects(samples_path, LeaderboardError)]
 
 
-def _item_key(line: Mapping[str, Any]) -> str:
-    item_id = logged_record(line).get(ITEM_ID_FIELD)
-    if item_id is not None:
-        return f"id:{item_id}"
+def logged_record(line: Mapping[str, Any], where: str) -> JudgedRecord | None:
+    """The item's logged record (None: the line logs none); a malformed one is a LeaderboardError naming
+    `where` (the samples file and line) and what is wrong."""
+    try:
+        record = JudgedRecord.in_line(line)
+        if record is not None:
+            judge_descriptor(record.judge)  # its logged judge facts must read back too, or the record is refused
+        return record
+    except RecordError as problem:
+        raise LeaderboardError(f"{where}: the logged record: {problem}") from None
+
+
+def _item_key(line: Mapping[str, Any], record: JudgedRecord | None) -> str:
+    if record is not None and record.item_id is not None:
+        return f"id:{record.item_id}"
     target = line.get("target")
     return f"doc:{line.get('doc_id')}:{json.dumps(target, sort_keys=True, default=str)}"
 
 
-def _item_label(line: Mapping[str, Any]) -> str:
-    item_id = logged_record(line).get(ITEM_ID_FIELD)
-    return f"item {item_id}" if item_id is not None else f"doc_id {line.get('doc_id')}"
+def _item_label(line: Mapping[str, Any], record: JudgedRecord | None) -> str:
+    if record is not None and record.item_id is not None:
+        return f"item {record.item_id}"
+    return f"doc_id {line.get('doc_id')}"
 
 
 def _number(raw: Any, score_key: str) -> float | None:
@@ -469,7 +508,10 @@ def _judge_from_config(task_config: Mapping[str, Any]) -> JudgeInfo | None:
     if not isinstance(metadata, Mapping):
         return None
     if metadata.get("judge") is not None:
-        return JudgeInfo.from_logged(metadata["judge"])
+        try:
+            return JudgeInfo.from_logged(LoggedJudge.from_logged(metadata["judge"]))
+        except RecordError as problem:
+            raise LeaderboardError(f"the task config's metadata.judge: {problem}") from None
     model = metadata.get("judge_model") or metadata.get("gpt_eval_model_name")
     return JudgeInfo(str(model), _str_or_none(metadata.get("judge_version"))) if model else None
 

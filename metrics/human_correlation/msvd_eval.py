@@ -20,10 +20,9 @@ from capjudge.judges.gveval.parser import SCORE_NAMES
 
 # Order of the columns in each annotator's list, as published. The G-VEval code correlates baselines with
 # column 4 (the mean of the four ACCR dimensions).
-# MSVD-Eval's human-score columns are G-VEval's ACCR dimensions in the rubric's order, then their mean: one
-# definition, the judge's (`capjudge.judges.gveval.parser.SCORE_NAMES`).
-DIMENSIONS: tuple[str, ...] = SCORE_NAMES
-MEAN_INDEX = DIMENSIONS.index("mean")
+# MSVD-Eval's human-score columns are G-VEval's ACCR dimensions in the rubric's order, then their mean: the
+# judge's SCORE_NAMES (`capjudge.judges.gveval.parser`), one definition.
+MEAN_INDEX = SCORE_NAMES.index("mean")
 # The published mean column is the plain mean of the four dimensions; allow for rounding in other copies.
 _MEAN_TOLERANCE = 0.01
 
@@ -97,8 +96,8 @@ def _parse_human_scores(item_id: str, value: Any) -> tuple[AccrScores, ...]:
     annotators = []
     for position, scores in enumerate(value):
         where = f"item {item_id!r}, annotator {position}"
-        if not isinstance(scores, list) or len(scores) != len(DIMENSIONS):
-            raise MsvdEvalError(f"{where}: expected a list of {len(DIMENSIONS)} numbers {list(DIMENSIONS)}, got {scores!r}")
+        if not isinstance(scores, list) or len(scores) != len(SCORE_NAMES):
+            raise MsvdEvalError(f"{where}: expected a list of {len(SCORE_NAMES)} numbers {list(SCORE_NAMES)}, got {scores!r}")
         if not all(isinstance(s, (int, float)) and not isinstance(s, bool) and math.isfinite(s) for s in scores):
             raise MsvdEvalError(f"{where}: scores must be finite numbers, got {scores!r}")
         dimensions_mean = sum(scores[:4]) / 4
@@ -113,9 +112,9 @@ def _parse_human_scores(item_id: str, value: Any) -> tuple[AccrScores, ...]:
 
 def human_matrix(items: Sequence[MsvdItem], dimension: str) -> np.ndarray:
     """Scores of one dimension as an (items, annotators) array; NaN where an item has fewer annotators."""
-    if dimension not in DIMENSIONS:
-        raise ValueError(f"unknown dimension {dimension!r}; expected one of {DIMENSIONS}")
-    column = DIMENSIONS.index(dimension)
+    if dimension not in SCORE_NAMES:
+        raise ValueError(f"unknown dimension {dimension!r}; expected one of {SCORE_NAMES}")
+    column = SCORE_NAMES.index(dimension)
     width = max((len(item.human_scores) for item in items), default=0)
     matrix = np.full((len(items), width), np.nan)
     for row, item in enumerate(items):

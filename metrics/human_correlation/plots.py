@@ -45,7 +45,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from capjudge.metrics.statistics.correlation import BootstrapSettings, Coefficient, build_pairs
-from capjudge.metrics.human_correlation.report import ALL_ITEMS, CorrelationReport
+from capjudge.metrics.human_correlation.correlation_report import ALL_ITEMS, CorrelationReport
 
 JITTER_FRACTION = 0.3
 HTML_NAME = "correlation.html"

@@ -1,8 +1,8 @@
 """The visual input a judge got for one item, re-rendered from the logged video for the item report.
 
-The images are made by the judges' own frame code (`judges/video.py` sampling, `judges/frame_strip.py` for
-G-VEval's strip, AnyCap's JPEG encoding at its quality), so the bytes written are the bytes the request
-carried: G-VEval sees one PNG strip of three labelled frames, AnyCap eight JPEG frames.
+The images are made by the judge's own frame geometry (`JudgeDescriptor.frames`, which its requests are built
+with too), so the bytes written are the bytes the request carried: G-VEval sees one PNG strip of three
+labelled frames, AnyCap eight JPEG frames, a judge from elsewhere what its logged geometry says.
 
 Nothing is kept at judge time: the run logs only the video's path. When that file is gone (runs copied to
 another machine, clips deleted), `--videos DIR` finds a clip of the same file name under DIR; otherwise the
@@ -21,8 +21,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-GVEVAL = "gveval"
-ANYCAP = "anycap"
+from capjudge.judges.descriptor import FrameGeometry
+from capjudge.judges.known_judges import SHIPPED_JUDGES, judge_descriptor
+from capjudge.judges.record import Judgment, LoggedJudge
+
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 # Failure kinds of an item whose judge got no frames at all.
 VIDEO_FAILURES = ("video_missing", "video_unreadable")
@@ -39,28 +41,42 @@ class VisualInput:
 
 @dataclass(frozen=True)
 class FrameRequest:
-    """Which frames one item's judge saw: the judge, its mode, and the logged video."""
+    """Which frames one item's judge saw: the judge, its mode, the logged video, and the judge's frame geometry
+    (None: the shipped judge of that name's, or none known)."""
 
     judge: str | None
-    mode: str | None  # G-VEval's mode ("frames", "frames+references", "references"); None for other judges
-    video: str | None
+    mode: str | None  # the judge's logged `mode` setting (G-VEval: "frames", "frames+references", "references")
+    video: str | None  # None: the judge was given no video (a text-only mode)
     failure: str | None  # the judgment's failure kind (video_missing/video_unreadable: the judge saw nothing)
+    frames: FrameGeometry | None = None
+
+    def geometry(self) -> FrameGeometry | None:
+        if self.frames is not None:
+            return self.frames
+        shipped = SHIPPED_JUDGES.get(self.judge or "")
+        return shipped.frames if shipped is not None else None
+
+    @property
+    def text_only(self) -> bool:
+        """The judge saw no image: it reads text only, or its mode gave it no video."""
+        return self.judge_known and (self.geometry() is None or self.mode == "references" or
+                                     (self.video is None and self.failure not in VIDEO_FAILURES))
+
+    @property
+    def judge_known(self) -> bool:
+        return self.frames is not None or (self.judge or "") in SHIPPED_JUDGES
 
 
 def describe(request: FrameRequest) -> str:
-    from capjudge.judges.anycap import judge as anycap
-    from capjudge.judges.gveval import judge as gveval
-
-    if request.judge == GVEVAL:
-        if request.mode == "references":
-            return "no image: G-VEval in 'references' mode is text only"
-        return (f"one PNG strip of {gveval.FRAMES_SHOWN} labelled frames (the first {gveval.FRAMES_SHOWN} of "
-                f"{gveval.SAMPLE_POINTS} evenly spaced sample points), G-VEval mode '{request.mode}'")
-    if request.judge == ANYCAP:
-        return f"{anycap.FRAME_POINTS} evenly spaced frames, each a JPEG (quality {anycap.JPEG_QUALITY})"
     if request.judge is None:
         return "not known: the run logged no judge for this item"
-    return f"not known: the report does not know judge {request.judge!r}'s visual input"
+    if not request.judge_known:
+        return f"not known: the report does not know judge {request.judge!r}'s visual input"
+    mode = f", mode '{request.mode}'" if request.mode else ""
+    geometry = request.geometry()
+    if geometry is None or request.text_only:
+        return f"no image: judge {request.judge!r} reads text only{mode}"
+    return geometry.describe() + mode
 
 
 class FrameRenderer:
@@ -72,7 +88,7 @@ class FrameRenderer:
         self._done: dict[tuple[Any, ...], VisualInput] = {}
 
     def render(self, task: str, item_id: str, request: FrameRequest) -> VisualInput:
-        key = (task, item_id, request.judge, request.mode, request.video)
+        key = (task, item_id, request.judge, request.mode, request.video, request.geometry())
         if key not in self._done:
             self._done[key] = self._render(task, item_id, request)
         return self._done[key]
@@ -80,7 +96,7 @@ class FrameRenderer:
     def render_all(self, wanted: Sequence[tuple[str, str, FrameRequest]]) -> None:
         """Render many items ahead of `render`, on every core: decoding (PyAV) and resizing (Pillow) release
         the GIL, and the judges' own frame-building bound keeps memory in check, as when judging."""
-        todo = {(task, item_id, r.judge, r.mode, r.video): (task, item_id, r) for task, item_id, r in wanted}
+        todo = {(task, item_id, r.judge, r.mode, r.video, r.geometry()): (task, item_id, r) for task, item_id, r in wanted}
         todo = {key: args for key, args in todo.items() if key not in self._done}
         with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
             for key, visual in zip(todo, pool.map(lambda args: self._render(*args), todo.values())):
@@ -90,7 +106,8 @@ class FrameRenderer:
         from capjudge.judges.video import VideoError
 
         description = describe(request)
-        if request.judge not in (GVEVAL, ANYCAP) or (request.judge == GVEVAL and request.mode == "references"):
+        geometry = request.geometry()
+        if geometry is None or request.text_only:
             return VisualInput(description)
         if request.failure in VIDEO_FAILURES:
             return VisualInput(description, problem=f"the judge saw no frames: the item failed at judge time "
@@ -104,7 +121,7 @@ class FrameRenderer:
             return VisualInput(description, problem=f"frames not shown: the video {request.video} is no longer "
                                                     f"there{hint}")
         try:
-            images = self._write(task, item_id, request.judge, video)
+            images = self._write(task, item_id, request.judge, geometry, video)
         except VideoError as error:
             return VisualInput(description, problem=f"frames not shown: {error}")
         return VisualInput(description, images=images)
@@ -118,20 +135,8 @@ class FrameRenderer:
                     return candidate
         return None
 
-    def _write(self, task: str, item_id: str, judge: str | None, video: Path) -> tuple[str, ...]:
-        from capjudge.judges.anycap import judge as anycap
-        from capjudge.judges.gveval import judge as gveval
-        from capjudge.judges.gveval.frame_strip import build_strip, strip_image_part
-        from capjudge.judges.types import ImagePart
-        from capjudge.judges.video import frame_building_slot, sample_frames
-
-        with frame_building_slot():
-            if judge == GVEVAL:
-                strip = build_strip(sample_frames(video, gveval.SAMPLE_POINTS, gveval.FRAMES_SHOWN))
-                parts = [strip_image_part(strip)]
-            else:
-                parts = [ImagePart.from_pil(frame, "JPEG", quality=anycap.JPEG_QUALITY)
-                         for frame in sample_frames(video, anycap.FRAME_POINTS)]
+    def _write(self, task: str, item_id: str, judge: str | None, geometry: FrameGeometry, video: Path) -> tuple[str, ...]:
+        parts = geometry.render(video=video)  # the judge's own frame code: the bytes its request carried
         folder = self.out / "frames" / _safe(task)
         folder.mkdir(parents=True, exist_ok=True)
         stem = _safe(item_id) + "-" + hashlib.sha1(f"{judge}|{video}".encode()).hexdigest()[:8]
@@ -144,13 +149,17 @@ class FrameRenderer:
         return tuple(written)
 
 
-def frame_request(judge: Mapping[str, Any], judgment: Mapping[str, Any]) -> FrameRequest:
-    settings = judge.get("settings") if isinstance(judge.get("settings"), Mapping) else {}
+def frame_request(judge: LoggedJudge | None, judgment: Judgment | None) -> FrameRequest:
+    """What the item's judge saw, from its logged record (the judge's frame geometry from its descriptor).
+    Raises DescriptorError for malformed logged judge facts."""
+    settings = judge.settings if judge is not None and isinstance(judge.settings, Mapping) else {}
+    descriptor = judge_descriptor(judge)
     return FrameRequest(
-        judge=judge.get("name") if isinstance(judge.get("name"), str) else None,
+        judge=judge.name if judge is not None else None,
         mode=settings.get("mode") if isinstance(settings.get("mode"), str) else None,
-        video=judgment.get("video") if isinstance(judgment.get("video"), str) else None,
-        failure=judgment.get("failure") if isinstance(judgment.get("failure"), str) else None,
+        video=judgment.video if judgment is not None else None,
+        failure=judgment.failure if judgment is not None else None,
+        frames=descriptor.frames if descriptor is not None else None,
     )
 
 

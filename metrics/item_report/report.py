@@ -31,8 +31,10 @@ from capjudge.metrics.item_report.frames import (
     VisualInput,
     frame_request,
 )
+from capjudge.judges.known_judges import judge_descriptor
+from capjudge.judges.record import JudgedRecord, Judgment, LoggedJudge
 from capjudge.metrics.item_report.views import JudgmentView, view_judgment
-from capjudge.metrics.files.jsonl import read_objects
+from capjudge.metrics.files.jsonl import numbered_objects
 from capjudge.metrics.files.runs import (
     LeaderboardError,
     Run,
@@ -59,13 +61,12 @@ class JudgeIdentity:
     settings: str | None  # canonical JSON
 
     @classmethod
-    def from_logged(cls, judge: Any) -> JudgeIdentity:
-        judge = judge if isinstance(judge, Mapping) else {}
-        settings = judge.get("settings")
+    def from_logged(cls, judge: LoggedJudge | None) -> JudgeIdentity:
+        if judge is None:
+            return cls(None, None, None, None, None)
         return cls(
-            name=_str(judge.get("name")), model=_str(judge.get("model")), endpoint=_str(judge.get("endpoint")),
-            version=_str(judge.get("judge_version")),
-            settings=None if settings is None else json.dumps(settings, sort_keys=True, default=str),
+            name=judge.name, model=judge.model, endpoint=judge.endpoint, version=judge.judge_version,
+            settings=None if judge.settings is None else json.dumps(judge.settings, sort_keys=True, default=str),
         )
 
 
@@ -153,7 +154,7 @@ class _Logged:
     """One sample line of one model, with its main-metric value."""
 
     line: Mapping[str, Any]
-    record: Mapping[str, Any]
+    record: JudgedRecord | None  # None: the line logs no record
     score: float | None
 
 
@@ -170,11 +171,11 @@ def _section(task: str, runs: Sequence[Run], renderer: FrameRenderer) -> TaskSec
     for entries in entries_of.values():
         judgments = []
         for model, entry in entries:
-            identity = JudgeIdentity.from_logged(entry.record.get("judge"))
+            identity = JudgeIdentity.from_logged(entry.record.judge if entry.record is not None else None)
             if identity not in judges:
                 judges.append(identity)
             judgments.append(ModelJudgment(model, entry.score, judges.index(identity),
-                                           view_judgment(identity.name, _judgment(entry.record))))
+                                           view_judgment(judge_descriptor(entry.record.judge if entry.record is not None else None), _judgment(entry.record))))
         items.append(_item(task, entries, judgments, renderer))
     return TaskSection(
         task=task, main_metric=main_metric, higher_is_better=first.higher_is_better.get(main_metric, True),
@@ -185,12 +186,16 @@ def _section(task: str, runs: Sequence[Run], renderer: FrameRenderer) -> TaskSec
 
 def _logged_items(run: Run, task_run: TaskRun, main_metric: str) -> dict[str, _Logged]:
     assert task_run.samples_path is not None and task_run.item_keys is not None
-    lines = read_objects(task_run.samples_path, ReportError)
+    lines = numbered_objects(task_run.samples_path, ReportError)
     values = task_run.values.get(main_metric)
     logged = {}
-    for position, (key, line) in enumerate(zip(task_run.item_keys, lines)):
+    for position, (key, (number, line)) in enumerate(zip(task_run.item_keys, lines)):
         score = None if values is None or np.isnan(values[position]) else float(values[position])
-        logged[key] = _Logged(line, logged_record(line), score)
+        try:
+            record = logged_record(line, f"{task_run.samples_path}, line {number}")
+        except LeaderboardError as error:
+            raise ReportError(f"run {run.name}: {error}") from None
+        logged[key] = _Logged(line, record, score)
     return logged
 
 
@@ -217,16 +222,18 @@ def _frames_shown(entries: list[tuple[str, _Logged]]) -> tuple[str, FrameRequest
     """The item's id, and the frames its judge saw: from a model whose judge saw them, when one did (another
     model's judgment may have failed on the video)."""
     line, record = entries[0][1].line, entries[0][1].record
-    item_id = str(record.get("item_id", line.get("doc_id")))
-    seen = next((entry.record for _, entry in entries if _judgment(entry.record).get("failure") not in VIDEO_FAILURES),
-                record)
-    judge = seen.get("judge") if isinstance(seen.get("judge"), Mapping) else {}
-    return item_id, frame_request(judge, _judgment(seen))
+    item_id = record.item_id if record is not None and record.item_id is not None else str(line.get("doc_id"))
+    seen = next((entry.record for _, entry in entries if _failure(entry.record) not in VIDEO_FAILURES), record)
+    return item_id, frame_request(seen.judge if seen is not None else None, _judgment(seen))
 
 
-def _judgment(record: Mapping[str, Any]) -> Mapping[str, Any]:
-    judgment = record.get("judgment")
-    return judgment if isinstance(judgment, Mapping) else {}
+def _judgment(record: JudgedRecord | None) -> Judgment | None:
+    return record.judgment if record is not None else None
+
+
+def _failure(record: JudgedRecord | None) -> str | None:
+    judgment = _judgment(record)
+    return judgment.failure if judgment is not None else None
 
 
 def _references(target: Any) -> tuple[str, ...]:
@@ -239,7 +246,3 @@ def _references(target: Any) -> tuple[str, ...]:
     if isinstance(target, (list, tuple)):
         return tuple(str(t) for t in target)
     return () if target is None else (str(target),)
-
-
-def _str(value: Any) -> str | None:
-    return None if value is None else str(value)

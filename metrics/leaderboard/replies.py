@@ -2,8 +2,8 @@
 
 A run judged with k > 1 replies per item (`judge_samples`, CAPJUDGE_JUDGE_SAMPLES) logs every reply in the
 item's record (`capjudge.judges.record`: `judgment.samples`), and the item's value of a score is the mean of
-its judged replies. Which reply field a metric averages is the judge's declaration (its module's
-`REPLY_FIELDS`, found by the judge name the record logs: G-VEval's `gveval_accuracy` is each reply's
+its judged replies. Which reply field a metric averages is the judge's declaration (its descriptor's
+`reply_fields`, logged with the record: G-VEval's `gveval_accuracy` is each reply's
 `scores.accuracy`, AnyCap's `anycap_score` its `final_score`); `capjudge reliability` reads the replies
 through the same declaration. The declared field is still checked against the data: on every item the metric
 has a value for, the mean of the item's judged replies' field must be that value (else the metric keeps an
@@ -20,8 +20,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from capjudge.judges.known_judges import declared_reply_fields
-from capjudge.judges.record import ReplySample, judge_name_of_run, replies_of
+from capjudge.judges.known_judges import reply_fields_of_run
+from capjudge.judges.record import ReplySample, replies_of
 from capjudge.metrics.files.runs import LeaderboardError, TaskRun, read_records
 
 _SAME = dict(rtol=1e-9, atol=1e-9)
@@ -49,15 +49,15 @@ def task_replies(task_run: TaskRun, metrics: Sequence[str]) -> TaskReplies:
     k = max((len(r) for r in replies), default=0)
     if k < 2:
         return TaskReplies(1, {})
-    declared = declared_reply_fields(judge_name_of_run(records))
+    declared = reply_fields_of_run(records)
     matrices: dict[str, np.ndarray] = {}
     unmatched = []
     for metric in metrics:
         values = task_run.values.get(metric)
         if values is None or not np.isfinite(values).any():
             continue  # no per-item number (a corpus-level metric, or nothing judged): nothing to resample
-        field = declared.values[declared.metrics[metric]] if declared is not None and metric in declared.metrics else None
-        matrix = reply_matrix(replies, k, field) if field is not None else None
+        backed = declared is not None and metric in declared.metrics
+        matrix = reply_matrix(replies, k, declared.values[declared.metrics[metric]]) if backed else None
         if matrix is None or not _is_mean_of_replies(matrix, values):
             unmatched.append(metric)
         else:

@@ -12,9 +12,10 @@ they form an items x k matrix. From it:
 - each with a BCa CI from the item bootstrap (items resampled, their k replies kept together).
 
 Items with fewer than k judged replies are left out (the one-way ANOVA needs complete rows); how many is said.
-Which field of a logged reply holds a score is the judge's (`capjudge.metrics.leaderboard.replies.
-judge_reply_fields`, the table the leaderboard's noise share reads too): G-VEval's `accuracy` is each reply's
-`scores.accuracy`, AnyCap's `final_score` (what `anycap_score` averages) and `judge_score` are top-level fields.
+The replies are read from the logged records (`capjudge.judges.record`); which field of a reply holds a score
+is the judge's declaration (its descriptor's `reply_fields`, which the leaderboard's noise share reads too):
+G-VEval's `accuracy` is each reply's `scores.accuracy`, AnyCap's `final_score` (what `anycap_score` averages)
+and `judge_score` are top-level fields.
 """
 
 from __future__ import annotations
@@ -22,12 +23,14 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
 
 import numpy as np
 
+from capjudge.judges.known_judges import reply_fields_of_run
+from capjudge.judges.record import JudgedRecord, judge_name_of_run, replies_of, scores_mapping_fields
+from capjudge.metrics.files.runs import read_records, task_samples_files
 from capjudge.metrics.statistics.bootstrap import BootstrapDistribution, bca_interval, draw_item_indices
-from capjudge.metrics.leaderboard.replies import judge_name, judge_reply_fields, judged_replies, reply_numbers
 
 
 class ReliabilityError(ValueError):
@@ -71,29 +74,24 @@ class ReplyScores:
     defaults: tuple[str, ...]
 
 
-def reply_scores(lines: Sequence[Mapping[str, Any]]) -> ReplyScores:
+def reply_scores(records: Sequence[JudgedRecord | None]) -> ReplyScores:
     """The scores of the run's replies, as its judge declares them (those its judged replies carry); for a
     judge capjudge does not know, the numbers in the first judged reply's `scores` mapping (the convention of
     `JudgeResult.scores()`)."""
-    judge = judge_name(lines)
-    declared = judge_reply_fields(judge)
-    judged = [reply for line in lines for reply in judged_replies(line) if reply is not None]
-    if declared is not None:
-        logged = {field for reply in judged for field in reply_numbers(reply)}
-        fields = {name: field for name, field in declared.values.items() if field in logged or not judged}
-        return ReplyScores(judge, fields, tuple(name for name in declared.scores if name in fields))
-    scores = judged[0].get("scores") if judged else None
-    names = [name for name, value in scores.items() if _is_number(value)] if isinstance(scores, Mapping) else []
-    return ReplyScores(judge, {name: f"scores.{name}" for name in names}, tuple(names))
+    judge = judge_name_of_run(records)
+    judged = [reply for record in records for reply in replies_of(record) if reply is not None]
+    declared = reply_fields_of_run(records)
+    if declared is None:
+        guessed = scores_mapping_fields(judged)
+        return ReplyScores(judge, guessed.values, guessed.scores)
+    logged = {field for reply in judged for field in reply.numbers()}
+    fields = {name: field for name, field in declared.values.items() if field in logged or not judged}
+    return ReplyScores(judge, fields, tuple(name for name in declared.scores if name in fields))
 
 
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def replies_per_item(lines: Sequence[Mapping[str, Any]]) -> int:
+def replies_per_item(records: Sequence[JudgedRecord | None]) -> int:
     """k, the most replies any item logged; a run with one reply per item is not measurable (said so)."""
-    k = max((len(judged_replies(line)) for line in lines), default=0)
+    k = max((len(replies_of(record)) for record in records), default=0)
     if k < 2:
         raise ReliabilityError(
             "not measurable: the run has one judge reply per item; judge it with k > 1 replies per item "
@@ -102,17 +100,17 @@ def replies_per_item(lines: Sequence[Mapping[str, Any]]) -> int:
     return k
 
 
-def sample_matrix(lines: Sequence[Mapping[str, Any]], score: str) -> tuple[np.ndarray, int, int]:
-    """(items x k matrix of the judged replies' `score`, k, items left out) from a run's sample lines. An item
-    with fewer than k judged replies (a failed reply, or an item never sent: no replies logged) is left out."""
-    k = replies_per_item(lines)
-    available = reply_scores(lines).fields
+def sample_matrix(records: Sequence[JudgedRecord | None], score: str) -> tuple[np.ndarray, int, int]:
+    """(items x k matrix of the judged replies' `score`, k, items left out) from a run's logged records. An
+    item with fewer than k judged replies (a failed reply, or an item never sent: no replies logged) is left out."""
+    k = replies_per_item(records)
+    available = reply_scores(records).fields
     if score not in available:
         raise ReliabilityError(f"no score {score!r} in the replies (have: {', '.join(available) or 'none'})")
     field = available[score]
     rows, left_out = [], 0
-    for item_replies in (judged_replies(line) for line in lines):
-        values = [reply_numbers(reply).get(field) if reply is not None else None for reply in item_replies]
+    for replies in (replies_of(record) for record in records):
+        values = [reply.value(field) if reply is not None else None for reply in replies]
         if len(values) != k or any(v is None for v in values):
             left_out += 1
             continue
@@ -202,66 +200,43 @@ def retest_statistics(matrix: np.ndarray, *, score: str = "score", left_out: int
 
 
 # ----------------------------------------------------------------------------------------------------------
-# Judge against judge: the same items (and models) judged by two judges or two settings
+# A run's judge noise (`capjudge reliability`)
 
 
 @dataclass(frozen=True)
-class ModelAgreement:
-    model: str
-    n_common: int
-    kendall_b: Interval
-    spearman: Interval
-    mean_difference: Interval  # second judge minus first, on the common items
-    first_mean: float
-    second_mean: float
+class RunNoise:
+    samples_path: Path
+    reports: tuple[RetestReport, ...]  # one per score measured, in the order asked (or the judge's order)
 
 
-@dataclass(frozen=True)
-class JudgeAgreement:
-    metric: str
-    models: tuple[ModelAgreement, ...]
-    first_ranking: tuple[str, ...]  # models by their mean under each judge, best first
-    second_ranking: tuple[str, ...]
+def scores_to_measure(records: Sequence[JudgedRecord | None], asked: Sequence[str] | None, where: Path) -> list[str]:
+    """The `asked` score names, each one the replies have; unless asked, the judge's own scores. Never none:
+    a table without a row would say nothing and look like success."""
+    replies_per_item(records)  # a run judged once per item is refused as such, whatever is asked
+    found = reply_scores(records)
+    have = ", ".join(found.fields) or "none"
+    unknown = [name for name in asked or () if name not in found.fields]
+    if unknown:
+        raise ReliabilityError(f"--score {unknown[0]}: no reply in {where} has that score (have: {have})")
+    names = list(dict.fromkeys(asked or found.defaults))
+    if not names:
+        raise ReliabilityError(f"{where}: the replies of judge {found.judge or '(unnamed)'} carry no score "
+                               "capjudge knows; name one with --score")
+    return names
 
-    @property
-    def ranking_changes(self) -> bool:
-        return self.first_ranking != self.second_ranking
 
-
-def judge_agreement(first: Mapping[str, Mapping[str, float]], second: Mapping[str, Mapping[str, float]], metric: str,
-                    *, higher_is_better: bool = True, n_resamples: int = 1000, seed: int = 0) -> JudgeAgreement:
-    """`first` / `second`: model -> item id -> the metric's value under each judge. Per model, on the items
-    both judges scored: Kendall tau-b and Spearman (item-bootstrap CIs, capjudge.metrics.statistics.correlation), the mean
-    difference (paired item bootstrap); and whether the models' order by mean changes."""
-    from capjudge.metrics.statistics.correlation import BootstrapSettings, correlate
-
-    shared = [model for model in first if model in second]
-    if not shared:
-        raise ReliabilityError(f"no model was judged by both: {sorted(first)} vs {sorted(second)}")
-    settings = BootstrapSettings(n_resamples=n_resamples, seed=seed)
-    results = []
-    for model in shared:
-        items = sorted(set(first[model]) & set(second[model]))
-        if len(items) < 3:
-            raise ReliabilityError(f"{model}: {len(items)} items scored by both judges (need at least 3): were "
-                                   "the runs made on the same items?")
-        a = np.array([first[model][item] for item in items], dtype=float)
-        b = np.array([second[model][item] for item in items], dtype=float)
-        found = correlate(a, b.tolist(), annotators="mean", coefficients=("kendall_b", "spearman"),
-                          settings=settings, item_ids=items)
-
-        def as_interval(name: str) -> Interval:
-            c = found[name]
-            return Interval(c.value if c.value is not None else math.nan, c.ci_low, c.ci_high)
-
-        differences = b - a
-        draws = differences[draw_item_indices(len(items), n_resamples, seed)].mean(axis=1) if n_resamples else None
-        low, high = (np.percentile(draws, [2.5, 97.5]) if draws is not None else (None, None))
-        results.append(ModelAgreement(model, len(items), as_interval("kendall_b"), as_interval("spearman"),
-                                      Interval(float(differences.mean()), None if low is None else float(low),
-                                               None if high is None else float(high)),
-                                      float(a.mean()), float(b.mean())))
-    sign = -1.0 if higher_is_better else 1.0
-    first_ranking = tuple(r.model for r in sorted(results, key=lambda r: sign * r.first_mean))
-    second_ranking = tuple(r.model for r in sorted(results, key=lambda r: sign * r.second_mean))
-    return JudgeAgreement(metric, tuple(results), first_ranking, second_ranking)
+def run_noise(run: Path, task: str, asked: Sequence[str] | None, *, share: float, n_resamples: int,
+              seed: int) -> RunNoise:
+    """The judge noise of each score of the one samples file of `task` under `run` (ReliabilityError, or
+    LeaderboardError for unreadable input, naming the problem)."""
+    found = task_samples_files(run, task)
+    if len(found) != 1:
+        raise ReliabilityError(f"{run}: {len(found)} samples files of task {task!r} (need exactly one; "
+                               "run lmms-eval with --log_samples)")
+    records = read_records(found[0])
+    reports = []
+    for name in scores_to_measure(records, asked, found[0]):
+        matrix, _, left_out = sample_matrix(records, name)
+        reports.append(retest_statistics(matrix, score=name, left_out=left_out, share=share,
+                                         n_resamples=n_resamples, seed=seed))
+    return RunNoise(found[0], tuple(reports))

@@ -1,7 +1,9 @@
 """lmms-eval resolves `!function utils.<name>` in this folder's YAMLs against this file. Thin on purpose:
-the task's code lives in `capjudge.tasks.judged.anycap_task`."""
+the task's code lives in `capjudge.tasks.judged.anycap_task`, every aggregation in
+`capjudge.tasks.judged.aggregations`."""
 
-from capjudge.tasks.judged.anycap_task import AnyCapTask, count, count_judged, doc_to_video, mean_of_judged, mean_of_type_means
-from capjudge.tasks.judged.harness import count_failed
+from capjudge.tasks.judged.aggregations import count_failed, count_judged, mean_of_judged, mean_of_type_means
+from capjudge.tasks.judged.anycap_task import AnyCapTask
+from capjudge.tasks.judged.sources import doc_to_video
 
-__all__ = ["AnyCapTask", "count", "count_judged", "count_failed", "doc_to_video", "mean_of_judged", "mean_of_type_means"]
+__all__ = ["AnyCapTask", "count_failed", "count_judged", "doc_to_video", "mean_of_judged", "mean_of_type_means"]

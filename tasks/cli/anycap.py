@@ -19,12 +19,12 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, Callable, Iterator
 
+from capjudge.judges.anycap.judge import DESCRIPTOR
 from capjudge.judges.types import BAD_INPUT
 
 if TYPE_CHECKING:
     from capjudge.tasks.cli.main import CommandGroups
 
-PUBLISHED_MODEL_HELP = "gpt-4o-2024-08-06"  # for --help only; the request itself carries the default
 
 
 class InputLineError(ValueError):
@@ -45,7 +45,7 @@ def register(groups: "CommandGroups") -> None:
     frames.add_argument("--video", help="video file; 8 frames are sampled as published")
     frames.add_argument("--frames", nargs="+", metavar="IMAGE", help="pre-extracted frames, in video order")
     render.add_argument(
-        "--model", help=f"judge model (default: $MODEL_VERSION, else the published {PUBLISHED_MODEL_HELP})"
+        "--model", help=f"judge model (default: $MODEL_VERSION, else the published {DESCRIPTOR.published_model})"
     )
     render.add_argument("--temperature", type=float, default=0.7)
     render.add_argument("--max-tokens", type=int, default=4096)

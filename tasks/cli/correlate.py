@@ -89,7 +89,7 @@ def handle_correlate(args: argparse.Namespace) -> int:
     from capjudge.metrics.human_correlation.baselines import BaselineUnavailable
     from capjudge.metrics.statistics.correlation import BootstrapSettings, HumanScoreError
     from capjudge.metrics.human_correlation.msvd_eval import MsvdEvalError
-    from capjudge.metrics.human_correlation.report import build_report, report_to_json, report_to_markdown
+    from capjudge.metrics.human_correlation.correlation_report import build_report, report_to_json, report_to_markdown
 
     # Before the work, which can take a while, so an unusable --output or --plot fails at once.
     try:
@@ -302,7 +302,8 @@ def load_judge_scores(path: str | Path, known_ids: set[str], fields: list[str]) 
 
 def _msvd_items(args: argparse.Namespace) -> ScoredItems:
     from capjudge.metrics.human_correlation.baselines import caption_metric_scores
-    from capjudge.metrics.human_correlation.msvd_eval import DIMENSIONS, MEAN_INDEX, human_matrix, load_msvd_eval
+    from capjudge.judges.gveval.parser import SCORE_NAMES
+    from capjudge.metrics.human_correlation.msvd_eval import MEAN_INDEX, human_matrix, load_msvd_eval
 
     items = load_msvd_eval(args.msvd_eval)
     ids = [item.item_id for item in items]
@@ -317,6 +318,6 @@ def _msvd_items(args: argparse.Namespace) -> ScoredItems:
             scorers[field] = [by_id.get(item_id) for item_id in ids]
             judges.append(field)
     # The mean (the column G-VEval's tables use) first, then the four ACCR dimensions.
-    target_names = [DIMENSIONS[MEAN_INDEX], *(d for d in DIMENSIONS if d != DIMENSIONS[MEAN_INDEX])]
+    target_names = [SCORE_NAMES[MEAN_INDEX], *(d for d in SCORE_NAMES if d != SCORE_NAMES[MEAN_INDEX])]
     targets = {name: human_matrix(items, name) for name in target_names}
     return ScoredItems(scorers, targets, ids, judges=judges, comparisons=_comparisons(judges, list(scorers), args.compare))

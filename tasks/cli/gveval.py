@@ -2,7 +2,7 @@
 
 render: writes OUT/request.json (the exact chat.completions body, image inline) and OUT/frames.png (the image
 the judge would see, when there is one); makes no request. Model: --model, else $MODEL_VERSION, else the
-published gpt-4o-2024-05-13.
+published model (its descriptor's).
 
 parse: reads one judge reply on stdin and prints {"accuracy", "completeness", "conciseness", "relevance",
 "mean"} (text values; exit 0), or {"error": KIND, "dimensions": {dimension: kind}} (exit 1). With
@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-MODE_CHOICES = ("frames", "frames+references", "references")  # = gveval.MODES, without importing the judge
+from capjudge.judges.gveval.judge import DESCRIPTOR, MODES
 
 
 def register(groups: Any) -> None:
@@ -29,8 +29,8 @@ def register(groups: Any) -> None:
     visual.add_argument("--video", type=Path, help="video file: 3 frames are sampled as published")
     visual.add_argument("--image", type=Path, help="a ready-made frame image, sent as is")
     render.add_argument("--reference", action="append", default=[], help="a reference caption (repeatable)")
-    render.add_argument("--mode", choices=MODE_CHOICES, default="frames", help="evidence given to the judge")
-    render.add_argument("--model", help="model name (default: $MODEL_VERSION, else the published gpt-4o-2024-05-13)")
+    render.add_argument("--mode", choices=MODES, default="frames", help="evidence given to the judge")
+    render.add_argument("--model", help=f"model name (default: $MODEL_VERSION, else the published {DESCRIPTOR.published_model})")
     render.add_argument("--out", required=True, type=Path, help="directory for request.json and frames.png")
     render.set_defaults(func=_render)
 

@@ -1,8 +1,8 @@
 """The `capjudge` command line.
 
-Each command module has a `register(groups)` function that adds its subcommands; this file only
-assembles them. Feature modules import their heavy dependencies inside the handlers, so
-`capjudge parse ...` starts fast.
+One module per command in this package, each with a `register(groups)` function that adds its subcommands
+and a thin handler that calls the command's logic in its own layer; this file only assembles them. Command
+modules import their heavy dependencies inside the handlers, so `capjudge parse ...` starts fast.
 """
 
 from __future__ import annotations
@@ -11,13 +11,18 @@ import argparse
 import sys
 from dataclasses import dataclass
 
-from capjudge.judges.local import launcher
-from capjudge.tasks.cli import anycap, cache, correlate, demo, gveval, leaderboard, reliability, report
-from capjudge.tasks.judging import estimate, stage
+from capjudge.tasks import capjudge_version
+from capjudge.tasks.cli import (
+    agreement, anycap, cache, correlate, demo, estimate, gveval, judge, leaderboard, reliability, report, serve_local,
+    tasks_folder, vatex,
+)
 
 # The modules that contribute subcommands, in the order their help appears. Imported statically: a command
 # that cannot import fails every `capjudge` call with its traceback, never silently vanishes.
-COMMAND_MODULES = (gveval, anycap, correlate, leaderboard, report, reliability, launcher, demo, stage, cache, estimate)
+COMMAND_MODULES = (
+    gveval, anycap, correlate, vatex, leaderboard, report, reliability, agreement, serve_local, demo, judge, cache,
+    estimate, tasks_folder,
+)
 
 
 @dataclass(frozen=True)
@@ -31,6 +36,7 @@ class CommandGroups:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="capjudge", description="Rubric LLM judges for video captions.")
+    parser.add_argument("--version", action="version", version=f"capjudge {capjudge_version()}")
     top = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     render = top.add_parser("render", help="write the exact judge request for one caption; no request is made")
     parse = top.add_parser("parse", help="parse judge replies (stdin, or --jsonl FILE for batches)")

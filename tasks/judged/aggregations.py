@@ -1,18 +1,23 @@
-"""Aggregation functions an lmms-eval task YAML can reference, so harness results carry judge-human correlation.
-
-A task's ``process_results`` returns, for the metric key, one ``{"judge": float | None, "human": float |
-list[float]}`` per document (``human`` a list when several annotators rated it); lmms-eval hands the list of
-those to the aggregation named in the YAML, e.g.::
+"""Every aggregation function capjudge's task YAMLs name: lmms-eval hands each the list of per-item values of
+one metric and writes what it returns into its results JSON. The task folders' `utils.py` import them from
+here, e.g.::
 
     metric_list:
-      - metric: gveval_kendall_b
-        aggregation: !function utils.kendall_b        # utils.py: from capjudge.tasks.judged.aggregations import *
+      - metric: gveval_kendall_b_accuracy
+        aggregation: !function utils.kendall_b        # utils.py: from capjudge.tasks.judged.aggregations import kendall_b
         higher_is_better: true
 
-Every function returns a plain float on the -1..1 scale (lmms-eval writes it into its results JSON).
-Documents without a judge score are dropped; several annotators are expanded (the G-VEval protocol, see
-correlation.py). An undefined coefficient is NaN — never 0 — and its reason is logged. The interval functions
-use the item-level bootstrap (1000 resamples, seed 0); one computation serves the value and both bounds.
+Means (`mean_of_judged`, `mean_of_type_means`) are over judged items only: an unjudged item (None) is
+excluded, never counted as 0, and with no judged item the mean is NaN, with a warning. Counts:
+`count_failed` (unjudged items; it also decides whether the run may end as a success, see run_outcome) and
+`count_judged` (the `judged` metric, whose per-item value is the logged record).
+
+Judge-human correlation. A task's ``process_results`` returns, for the metric key, one ``{"judge": float |
+None, "human": float | list[float]}`` per document (``human`` a list when several annotators rated it).
+Every function returns a plain float on the -1..1 scale. Documents without a judge score are dropped;
+several annotators are expanded (the G-VEval protocol, see correlation.py). An undefined coefficient is
+NaN — never 0 — and its reason is logged. The interval functions use the item-level bootstrap (1000
+resamples, seed 0); one computation serves the value and both bounds.
 """
 
 from __future__ import annotations
@@ -20,12 +25,57 @@ from __future__ import annotations
 import functools
 import logging
 import math
+import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from capjudge.metrics.statistics.correlation import BootstrapSettings, Coefficient, CorrelationResult, correlate
+from capjudge.tasks.judged.run_outcome import check_failure_rate
 
 logger = logging.getLogger(__name__)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Means and counts
+
+
+def mean_of_judged(items: Sequence[float | None]) -> float:
+    """Mean over the items that have a value; unjudged items (None) are excluded, never counted as 0.
+    With no judged item at all the mean is undefined: NaN, and a warning says why."""
+    values = [float(value) for value in items if value is not None]
+    if not values:
+        logger.warning("no judged item among %d: the mean is undefined (NaN)", len(items))
+        return math.nan
+    return statistics.fmean(values)
+
+
+def mean_of_type_means(items: Sequence[Mapping[str, Any] | None]) -> float:
+    """AnyCapEval's published "Avg": the mean of each caption type's mean score, over judged items, types
+    with no judged item left out. NaN (with a warning) when nothing was judged."""
+    by_type: dict[str, list[float]] = {}
+    for item in items:
+        if item is not None:
+            by_type.setdefault(str(item["caption_type"]), []).append(float(item["score"]))
+    return mean_of_judged([sum(scores) / len(scores) for scores in by_type.values()] if by_type else [None] * len(items))
+
+
+def count_failed(items: Sequence[int | bool]) -> int:
+    """How many of a task's items are unjudged (each contributes 1 or 0); this also decides whether the run
+    may end as a success: above CAPJUDGE_MAX_FAILURE_RATE the run still writes its results and samples,
+    then exits non-zero."""
+    failed = int(sum(int(value) for value in items))
+    check_failure_rate(failed, len(items))
+    return failed
+
+
+def count_judged(records: Sequence[Mapping[str, Any]]) -> int:
+    """Aggregation of `judged` (whose per-item value is the logged record): how many items have a valid
+    judgment."""
+    return sum(1 for record in records if record["judgment"]["failure"] is None)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Judge-human correlation
 
 HARNESS_SETTINGS = BootstrapSettings(n_resamples=1000, seed=0, confidence=0.95, ci_method="bca")
 
@@ -88,4 +138,3 @@ def kendall_b_ci_high(items: Sequence[Mapping[str, Any]]) -> float:
 
 # Only Kendall's tau-b has wrappers: it is the coefficient the task YAMLs report (G-VEval's headline figure).
 # tau-c, Pearson and Spearman, with their CIs, come from `capjudge correlate` over a run's samples.
-__all__ = ["kendall_b", "kendall_b_ci_low", "kendall_b_ci_high"]

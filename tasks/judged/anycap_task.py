@@ -6,6 +6,8 @@ instruction (`conversations[0]`); the model's caption is judged against the refe
 by `AnyCapJudge` through the process-wide judge client. `AnyCapTask.process_document` returns, per item:
 
 - `anycap_score`: the final score (0-4, after the length rules), None when unjudged;
+- `anycap_avg_of_types`: the item's caption type and final score, None when unjudged (aggregated by
+  `mean_of_type_means`: the paper's "Avg");
 - `anycap_brief`, `anycap_detail`, `anycap_poem`, `anycap_narrative`, `anycap_style`: the final score under
   the item's own type, None under the others (so each is the mean over that type's judged items);
 - `anycap_length_capped`: 1 when a length rule lowered the judge's score, 0 when not, None when unjudged;
@@ -13,6 +15,8 @@ by `AnyCapJudge` through the process-wide judge client. `AnyCapTask.process_docu
 - `judged`: the item's logged record (`capjudge.tasks.judged.judged_task`), aggregated as the number of judged
   items: the item's id, the judge and its settings, and the judgment (judge and final scores, the rule that
   capped, both word counts, the raw reply, the failure kind, the cache hit).
+
+The aggregations the YAML names live in `capjudge.tasks.judged.aggregations`.
 
 Judge settings come from the task YAML's `metadata` (tolerance, instruction_rule, max_tries) and can be
 overridden per run by CAPJUDGE_ANYCAP_TOLERANCE and CAPJUDGE_ANYCAP_INSTRUCTION_RULE, read once per run. CAPJUDGE_CONSTRAINED_OUTPUT=1 adds the local llama.cpp server's JSON schema to every request.
@@ -27,13 +31,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, ClassVar
 
+from capjudge.judges.descriptor import JudgeDescriptor
 from capjudge.judges.anycap.judge import (
     local_reply_constraint,
     DEFAULT_MAX_TOKENS,
     DEFAULT_TEMPERATURE,
-    JUDGE_VERSION,
+    DESCRIPTOR,
     PUBLISHED_MAX_TRIES,
-    PUBLISHED_MODEL,
     AnyCapJudge,
     AnyCapResult,
 )
@@ -46,21 +50,10 @@ from capjudge.judges.anycap.length_rule import (
     parse_tolerance,
 )
 from capjudge.judges.types import ParseFailure
-from capjudge.tasks.judged.harness import (
-    DatasetError,
-    ItemFormat,
-    constrained_output_enabled,
-    count,
-    doc_to_video,
-    mean_of_judged,
-    parse_bool,
-    parse_positive_int,
-    read_json_lines,
-    record_id,
-    setting,
-)
+from capjudge.tasks.judged.settings import constrained_output_enabled, parse_bool, parse_positive_int, setting
+from capjudge.tasks.judged.sources import DatasetError, ItemFormat, read_json_lines, record_id
 from capjudge.tasks.judged.judged_task import DEFAULT_MAX_CAPTION_CHARS, VIDEO_MISSING, JudgedTask, JudgeSettings
-from capjudge.tasks.judged.judged_task import count_judged, resolve_max_caption_chars, resolve_samples
+from capjudge.tasks.judged.judged_task import resolve_max_caption_chars, resolve_samples
 
 __all__ = [
     "ANYCAP_FORMAT",
@@ -69,12 +62,8 @@ __all__ = [
     "VIDEO_MISSING",
     "AnyCapSettings",
     "AnyCapTask",
-    "count",
-    "count_judged",
-    "doc_to_video",
     "item_metrics",
     "judge_item",
-    "mean_of_judged",
     "parse_anycap_record",
     "parse_demo_record",
     "task_row",
@@ -82,7 +71,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-JUDGE_NAME = "anycap"
 METRIC_PREFIX = "anycap"
 
 
@@ -177,9 +165,7 @@ class AnyCapSettings(JudgeSettings):
     samples: int = 1
     max_caption_chars: int = DEFAULT_MAX_CAPTION_CHARS
 
-    judge_name: ClassVar[str] = JUDGE_NAME
-    judge_version: ClassVar[str] = JUDGE_VERSION
-    published_model: ClassVar[str] = PUBLISHED_MODEL
+    descriptor: ClassVar[JudgeDescriptor] = DESCRIPTOR
     # The style judge always needs the clip's frames and reads the written JSON score only.
     needs_video: ClassVar[bool] = True
     needs_logprobs: ClassVar[bool] = False
@@ -270,16 +256,6 @@ class AnyCapTask(JudgedTask):
         # Judged items only, as every mean here (the count of an unjudged item stays in its `judgment` record).
         metrics[f"{METRIC_PREFIX}_output_words"] = result.output_words if final is not None else None
         return metrics
-
-
-def mean_of_type_means(items: list[Mapping[str, Any] | None]) -> float:
-    """AnyCapEval's published "Avg": the mean of each caption type's mean score, over judged items, types
-    with no judged item left out. NaN (with a warning) when nothing was judged."""
-    by_type: dict[str, list[float]] = {}
-    for item in items:
-        if item is not None:
-            by_type.setdefault(str(item["caption_type"]), []).append(float(item["score"]))
-    return mean_of_judged([sum(scores) / len(scores) for scores in by_type.values()] if by_type else [None] * len(items))
 
 
 judge_item = AnyCapTask.judge_item

@@ -14,34 +14,42 @@ of `process_results` at the client's concurrency, and the per-item record.
 The per-item record. lmms-eval writes every key `process_results` returns into the `--log_samples` line AND
 aggregates every key into the results JSON, so a log-only key would show up there as an empty metric. The
 record therefore rides as the value of one real metric, `judged` (aggregated by `count_judged`: how many
-items have a valid judgment): `{"item_id", "judge", "judgment"}` — the item's id (lmms-eval drops the
+items have a valid judgment): a `capjudge.judges.record.JudgedRecord` — the item's id (lmms-eval drops the
 document from the log), which judge with which settings, and what it said (scores, failure kind, raw reply,
-cache hit, requests). `capjudge.metrics.files.runs` reads it back.
+cache hit, requests; with k > 1 replies each reply and their spread). The readers (`capjudge.metrics.files.
+runs` and those built on it) read it back through the same type.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import statistics
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from capjudge.judges.client.cache import check_cache_file
-from capjudge.judges.client.judge_client import shared_client
 from capjudge.judges.client.config import JudgeConfig
+from capjudge.judges.client.observed import ObservedClient
 from capjudge.judges.client.preflight import preflight_enabled, probe_judge
-from capjudge.judges.types import JudgeResult, ParseFailure, Usage
-from capjudge.tasks.judged.harness import (
-    ObservedClient,
-    check_videos,
-    missing_video_problem,
-    parse_positive_int,
-    setting,
-    video_path,
+from capjudge.judges.client.registry import shared_client
+from capjudge.judges.descriptor import JudgeDescriptor
+from capjudge.judges.record import (
+    JUDGE_KEY,
+    RECORD_METRIC,
+    JudgedRecord,
+    JudgingProcess,
+    Judgment,
+    LoggedJudge,
+    ReplySample,
+    TokenUsage,
+    reply_spread,
 )
+from capjudge.judges.types import JudgeResult, ParseFailure, Usage
+from capjudge.tasks import capjudge_version
+from capjudge.tasks.judged.settings import parse_positive_int, setting
+from capjudge.tasks.judged.sources import check_videos, missing_video_problem, video_path
 from capjudge.tasks.judged.prejudge import PrejudgedItems, item_key, prejudge
 from capjudge.tasks.judged.run_outcome import running_as_lmms_eval
 from capjudge.tasks.judged.sourced_task import SourcedTask
@@ -49,8 +57,6 @@ from lmms_eval.api.reasoning import parse_reasoning_tags_config, strip_reasoning
 
 log = logging.getLogger(__name__)
 
-# The metric that carries each item's logged record (see the module docstring).
-RECORD_METRIC = "judged"
 VIDEO_MISSING = "video_missing"
 CAPTION_TOO_LONG = "caption_too_long"
 # Far above any real caption (the tasks generate at most 512 tokens, a few thousand characters) and far below
@@ -60,21 +66,25 @@ DEFAULT_MAX_CAPTION_CHARS = 20_000
 CAPTION_PREVIEW_CHARS = 1_000
 
 
-def count_judged(records: Sequence[Mapping[str, Any]]) -> int:
-    """Aggregation of `judged`: how many items have a valid judgment."""
-    return sum(1 for record in records if record["judgment"]["failure"] is None)
-
-
 @dataclass(frozen=True)
 class JudgeSettings:
-    """A judge's task settings. Subclasses add their fields and `resolve(metadata, env)`; the class attributes
-    name the judge so that every sample log's `judge` record has one shape."""
+    """A judge's task settings. Subclasses add their fields and `resolve(metadata, env)`, and name their judge's
+    `descriptor` (its module's `DESCRIPTOR`): the judge's name, version and published model are read from it,
+    and every sample log's `judge` record carries its facts."""
 
-    judge_name: ClassVar[str]
+    descriptor: ClassVar[JudgeDescriptor]
+    judge_name: ClassVar[str]  # the three below are the descriptor's, set when a subclass names it
     judge_version: ClassVar[str]
     published_model: ClassVar[str]
     needs_video: ClassVar[bool] = True
     needs_logprobs: ClassVar[bool] = False
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "descriptor" in cls.__dict__:
+            cls.judge_name = cls.descriptor.name
+            cls.judge_version = cls.descriptor.version
+            cls.published_model = cls.descriptor.published_model
 
     def logged_settings(self) -> dict[str, Any]:
         """The settings as the sample log's `judge.settings` records them."""
@@ -91,13 +101,16 @@ class JudgeSettings:
         return self.local_reply_constraint() if getattr(self, "constrained_output", False) else {}
 
     def identity(self, config: JudgeConfig) -> dict[str, Any]:
-        """The sample log's `judge` record: which judge, which model, which settings."""
+        """The sample log's `judge` record: which judge, which model, which settings, which capjudge."""
         return {
             "name": self.judge_name,
             "model": config.model or self.published_model,
             "endpoint": config.endpoint_label,
             "judge_version": self.judge_version,
+            # The package around the judge (tasks, aggregation, caption handling) changes scores too.
+            "capjudge_version": capjudge_version(),
             "settings": self.logged_settings(),
+            "descriptor": self.descriptor.facts(),
         }
 
 
@@ -140,35 +153,28 @@ class ItemJudgment:
     requests: int
     usage: Usage = Usage()
     # With k > 1 replies per item (judge_samples): each reply's own record; `result` is their combination.
-    samples: tuple[Mapping[str, Any], ...] = ()
+    samples: tuple[ReplySample, ...] = ()
+    spread: Mapping[str, float | None] | None = None  # per score of the judge, the SD over the judged replies
 
     @property
     def ok(self) -> bool:
         return self.result.ok
 
-    def record(self) -> dict[str, Any]:
-        return {
-            "caption": self.caption,
-            "video": self.video,
-            **self.result.log_fields(),
-            "raw_reply": self.raw_reply,
-            "cache_hit": self.cache_hit,
-            "requests": self.requests,
-            "usage": {"prompt_tokens": self.usage.prompt_tokens, "completion_tokens": self.usage.completion_tokens},
+    def logged(self) -> Judgment:
+        """The judgment as the record logs it."""
+        return Judgment(
+            caption=self.caption,
+            video=self.video,
+            fields=self.result.log_fields(),
+            raw_reply=self.raw_reply,
+            cache_hit=self.cache_hit,
+            requests=self.requests,
+            usage=TokenUsage(self.usage.prompt_tokens, self.usage.completion_tokens),
             # Which process judged it: under `accelerate launch` each rank judges its own shard of the items.
-            "process": {"rank": int(os.environ.get("RANK", "0") or 0), "pid": os.getpid()},
-            **({"samples": list(self.samples), "spread": _spread(self.samples)} if self.samples else {}),
-        }
-
-
-def _spread(samples: Sequence[Mapping[str, Any]]) -> dict[str, float | None]:
-    """Per score, the standard deviation of the judged replies (None with fewer than two)."""
-    names = [name for name, value in (samples[0].get("scores") or {}).items()] if samples else []
-    spread: dict[str, float | None] = {}
-    for name in names:
-        values = [s["scores"][name] for s in samples if s.get("failure") is None and s["scores"].get(name) is not None]
-        spread[name] = statistics.stdev(values) if len(values) > 1 else None
-    return spread
+            process=JudgingProcess(int(os.environ.get("RANK", "0") or 0), os.getpid()),
+            samples=self.samples,
+            spread=self.spread,
+        )
 
 
 @dataclass(frozen=True)
@@ -255,17 +261,21 @@ class JudgedTask(SourcedTask):
         first = replies[0][1]
         usage = sum((observed.usage for _, observed in replies), Usage())
         samples = tuple(
-            {**r.log_fields(), "raw_reply": o.raw_reply, "cache_hit": o.cache_hit, "requests": o.requests_made}
+            ReplySample(r.log_fields(), raw_reply=o.raw_reply, cache_hit=o.cache_hit, requests=o.requests_made)
             for r, o in replies
         ) if k > 1 else ()
+        fields = settings.descriptor.reply_fields
         return ItemJudgment(item_id, caption, shown_video, result, first.raw_reply,
-                            all(o.cache_hit for _, o in replies), sum(o.requests_made for _, o in replies), usage, samples)
+                            all(o.cache_hit for _, o in replies), sum(o.requests_made for _, o in replies), usage,
+                            samples, reply_spread(samples, fields) if samples else None)
 
     @classmethod
     def item_metrics(cls, doc: Mapping[str, Any], judgment: ItemJudgment, identity: Mapping[str, Any]) -> dict[str, Any]:
         """The per-item values lmms-eval aggregates, the logged record among them (as `judged`)."""
         metrics = cls.metric_values(doc, judgment.result)
-        metrics[RECORD_METRIC] = {"item_id": judgment.item_id, "judge": dict(identity), "judgment": judgment.record()}
+        record = JudgedRecord(judgment.item_id, LoggedJudge.from_logged(identity), judgment.logged()).to_json()
+        # The identity is logged as the settings built it (`JudgeSettings.identity`), key for key.
+        metrics[RECORD_METRIC] = {**record, JUDGE_KEY: dict(identity)}
         return metrics
 
     # -- settings, once per task ------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """A run that judged (almost) nothing must not look like success.
 
-lmms-eval exits 0 whatever its metrics say. capjudge's failure aggregation (`harness.count_failed`) calls
+lmms-eval exits 0 whatever its metrics say. capjudge's failure aggregation (`aggregations.count_failed`) calls
 `check_failure_rate` with the unjudged count of each task; above `CAPJUDGE_MAX_FAILURE_RATE` (default 0.5: a
 run that could not judge most of its items measured the judge, not the model) it logs one line saying so and
 arranges a non-zero exit status. The results JSON and the samples are still written first: the exit happens

@@ -1,4 +1,4 @@
-"""`SourcedTask`: an lmms-eval ConfigurableTask whose items come from `harness.resolve_source` and whose
+"""`SourcedTask`: an lmms-eval ConfigurableTask whose items come from `sources.resolve_source` and whose
 per-item metrics come from the task class itself.
 
 Task YAMLs use it with `class: !function utils.<TaskClass>`, so the data location can come from the
@@ -22,14 +22,8 @@ from typing import Any
 
 import datasets
 from capjudge.judges.client.config import ConfigError
-from capjudge.tasks.judged.harness import (
-    DatasetError,
-    ItemFormat,
-    import_dotted,
-    load_rows,
-    resolve_source,
-)
-from capjudge.tasks.judged.run_outcome import LOAD_FAILURE_STATUS, fail_at_exit
+from capjudge.tasks.judged.sources import DatasetError, ItemFormat, import_dotted, load_rows, resolve_source
+from capjudge.tasks.judged.run_outcome import LOAD_FAILURE_STATUS, fail_at_exit, running_as_lmms_eval
 from lmms_eval.api.task import ConfigurableTask
 
 
@@ -74,9 +68,10 @@ class SourcedTask(ConfigurableTask):
             rows = load_rows(source, item_format, split)
             self.check_rows(rows)
             self.check_judge()
-        except ConfigError as error:  # lmms-eval would print it and exit 0: make the status say so
-            fail_at_exit(str(error), LOAD_FAILURE_STATUS)
-            raise
+        except (ConfigError, DatasetError) as error:  # a bad setting, or no usable data
+            if running_as_lmms_eval():  # lmms-eval would print it and exit 0: make the status say so
+                fail_at_exit(str(error), LOAD_FAILURE_STATUS)
+            raise  # elsewhere (`capjudge judge`, a library call) the caller reports it, once
         dataset = datasets.Dataset.from_list(rows)
         if self.config.process_docs is not None:
             dataset = self.config.process_docs(dataset)

@@ -125,7 +125,7 @@ def run_batches(
     say: Callable[[str], None] = print,
 ) -> BatchSummary:
     """Fill the reply cache for `items` through the Batch API (see the module docstring)."""
-    from capjudge.judges.client.judge_client import shared_client
+    from capjudge.judges.client.registry import shared_client
 
     config = task.judge_config()
     client = shared_client(config)
@@ -257,7 +257,7 @@ def _download(state: BatchState, entry: dict[str, Any], status: BatchStatus, api
 def cache_only_clients(task: Any, summary: BatchSummary) -> Callable[[Mapping[str, Any]], BatchRecorder]:
     """The final pass's per-item clients: every reply from the cache, nothing asked online; a line the Batch
     API failed too often comes back as `request_failed` with its error."""
-    from capjudge.judges.client.judge_client import shared_client
+    from capjudge.judges.client.registry import shared_client
 
     client = shared_client(task.judge_config())
     return lambda doc: BatchRecorder(client, None, str(doc["id"]), summary.given_up)

@@ -1,4 +1,5 @@
-"""`capjudge estimate`: what judging a task will cost, before a single request is made.
+"""What judging a task will cost, before a single request is made: what `capjudge estimate` does (its
+parser: capjudge.tasks.cli.estimate).
 
     capjudge estimate --task anycap_style --price-input 2.50 --price-output 10.00
     capjudge estimate results/runs --task gveval            # the captions of a --predict_only run
@@ -17,10 +18,7 @@ the usage the API reported is in every sample's record and in the leaderboard's 
 
 from __future__ import annotations
 
-import argparse
 import logging
-import math
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,8 +26,6 @@ from typing import Any, Callable
 
 from capjudge.judges.client.rate_limits import TokenEstimate, estimate_tokens
 from capjudge.judges.types import ChatRequest, JudgeOutcome, JudgeReply, ParseFailure, Usage
-
-from capjudge.tasks import TASKS_DIR
 
 # A reply's length when none is given: G-VEval's four statements with their reasoning run to about this.
 DEFAULT_OUTPUT_TOKENS = 200
@@ -69,58 +65,6 @@ class CostEstimate:
             f"  output tokens: {self.output_tokens:,.0f} expected",
             f"  cost: {cost}",
         ]
-
-
-def register(groups: Any) -> None:
-    parser = groups.top.add_parser("estimate", help="what judging a task will cost (requests, tokens, price); sends nothing",
-                                   description=__doc__.splitlines()[0])
-    parser.add_argument("run", nargs="?", type=Path, help="an lmms-eval --predict_only output (else references stand in)")
-    parser.add_argument("--captions", type=Path, help="instead of RUN: a captions JSONL/JSON keyed by item id")
-    parser.add_argument("--task", required=True, help="the capjudge task (e.g. gveval, anycap_style)")
-    parser.add_argument("--limit", type=int, help="build only the first N items' requests and scale up")
-    parser.add_argument("--reask-rate", type=float, default=0.0, help="expected share of replies asked again (default 0)")
-    parser.add_argument("--output-tokens", type=float, default=DEFAULT_OUTPUT_TOKENS,
-                        help=f"expected tokens per reply (default {DEFAULT_OUTPUT_TOKENS})")
-    parser.add_argument("--price-input", type=str, help="USD per 1M input tokens")
-    parser.add_argument("--price-output", type=str, help="USD per 1M output tokens")
-    parser.add_argument("--include-path", type=Path, default=TASKS_DIR, help="task folders (default: capjudge's)")
-    parser.set_defaults(func=_run)
-
-
-def _run(args: argparse.Namespace) -> int:
-    from capjudge.judges.client.config import ConfigError
-    from capjudge.tasks.models.captions_file import CaptionsFileError
-    from capjudge.tasks.judged.harness import DatasetError
-    from capjudge.tasks.judging.stage import JudgeStageError
-
-    try:
-        prices = _prices(args.price_input, args.price_output)
-        if args.reask_rate < 0 or args.output_tokens < 0 or (args.limit is not None and args.limit < 1):
-            raise EstimateError("--reask-rate and --output-tokens must be >= 0, --limit >= 1")
-        estimate = estimate_task(args.task, args.include_path, args.run, args.captions, limit=args.limit,
-                                 reask_rate=args.reask_rate, output_tokens=args.output_tokens, prices=prices)
-    except (EstimateError, JudgeStageError, ConfigError, DatasetError, CaptionsFileError) as error:
-        print(f"capjudge estimate: {error}", file=sys.stderr)
-        return 2
-    print("\n".join(estimate.lines()))
-    return 0
-
-
-def _prices(price_input: str | None, price_output: str | None) -> tuple[float, float] | None:
-    if (price_input is None) != (price_output is None):
-        raise EstimateError("give both --price-input and --price-output (USD per 1M tokens), or neither")
-    if price_input is None:
-        return None
-    values = []
-    for name, text in (("--price-input", price_input), ("--price-output", price_output)):
-        try:
-            value = float(text)  # type: ignore[arg-type]
-        except ValueError:
-            raise EstimateError(f"{name} must be a number of USD per 1M tokens, got {text!r}") from None
-        if not math.isfinite(value) or value < 0:
-            raise EstimateError(f"{name} must be a non-negative number, got {text!r}")
-        values.append(value)
-    return values[0], values[1]
 
 
 def estimate_task(task_name: str, include_path: Path, run: Path | None, captions: Path | None, *, limit: int | None,

@@ -135,7 +135,7 @@ def _prepare_to_fork() -> None:
     every few seconds (a child forked at that moment would wait on it forever)."""
     from tqdm import tqdm
 
-    from capjudge.judges.client.judge_client import release_shared_clients
+    from capjudge.judges.client.registry import release_shared_clients
 
     release_shared_clients()
     tqdm.monitor_interval = 0
@@ -148,7 +148,7 @@ def _prepare_to_fork() -> None:
 def _judge_share(task: Any, items: Sequence[Item], index: int, processes: int, threads: int, report_to: Any,
                  parent: int) -> None:
     """A worker: judge its items, send (report, judgments) to the parent."""
-    from capjudge.judges.client.judge_client import shared_client
+    from capjudge.judges.client.registry import shared_client
 
     status = 1
     try:

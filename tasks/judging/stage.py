@@ -1,4 +1,5 @@
-"""`capjudge judge`: judging as its own stage, outside lmms-eval's process_results.
+"""Judging as its own stage, outside lmms-eval's process_results: what `capjudge judge` does (its parser:
+capjudge.tasks.cli.judge).
 
 A researcher generates captions where the GPUs are (`lmms_eval ... --predict_only --log_samples`, any model)
 and judges them later, anywhere:
@@ -21,7 +22,6 @@ into place, never over an existing file: two runs finishing at the same moment e
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import itertools
 import json
@@ -32,8 +32,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
-
-from capjudge.tasks import TASKS_DIR
 
 RESULTS_SUFFIX = "_results.json"
 # A model name longer than this (in UTF-8) is refused: no filesystem takes it as a folder name, and no real
@@ -61,76 +59,6 @@ class CaptionSource:
     targets: Mapping[int, Any] | None = None  # the samples' logged `target`, to check they are this task's docs
 
 
-def register(groups: Any) -> None:
-    parser = groups.top.add_parser(
-        "judge", help="judge captions that already exist (an lmms-eval --predict_only output, or a captions file)",
-        description=__doc__.splitlines()[0],
-    )
-    parser.add_argument("run", nargs="?", type=Path, help="an lmms-eval output folder or *_results.json with samples")
-    parser.add_argument("--captions", type=Path, help="instead of RUN: a captions JSONL/JSON keyed by item id")
-    parser.add_argument("--model-name", help="the output run's name (default: the run's, or the captions file stem)")
-    parser.add_argument("--task", required=True, help="the capjudge task to judge with (e.g. gveval, anycap_style)")
-    parser.add_argument("--out", type=Path, required=True, help="output folder (a subfolder per model is made)")
-    parser.add_argument("--include-path", type=Path, default=TASKS_DIR, help="task folders (default: capjudge's)")
-    parser.add_argument("--processes", type=int, default=None,
-                        help="judging processes on this machine (default: one per 32 requests in flight "
-                             "(CAPJUDGE_MAX_CONCURRENCY), at most one per core and one per 200 items; "
-                             "see capjudge.tasks.judging.processes)")
-    batch = parser.add_argument_group("Batch API (OpenAI / Azure OpenAI): half the price, replies within 24 h")
-    batch.add_argument("--batch", action="store_true", help="judge through the Batch API; rerun the same command to re-attach")
-    batch.add_argument("--no-wait", action="store_true", help="submit (or check) and exit; rerun later to collect")
-    batch.add_argument("--poll-seconds", type=float, default=60.0, help="seconds between status checks (default 60)")
-    batch.add_argument("--retry-online", action="store_true",
-                       help="ask what the batch left (unparsable replies, failed lines) online instead of in another batch")
-    batch.add_argument("--batch-max-requests", type=int, default=50_000, help="requests per input file (API limit 50,000)")
-    batch.add_argument("--batch-max-bytes", type=int, default=200_000_000, help="bytes per input file (API limit 200 MB)")
-    parser.set_defaults(func=_run)
-
-
-def _run(args: argparse.Namespace) -> int:
-    from capjudge.judges.client.config import ConfigError
-    from capjudge.tasks.models.captions_file import CaptionsFileError
-    from capjudge.tasks.judged.harness import DatasetError
-
-    from capjudge.tasks.judging.batch_stage import BatchOptions, BatchStageError
-
-    batch = None
-    if args.batch:
-        from capjudge.judges.client.batch import BatchLimits
-
-        batch = BatchOptions(wait=not args.no_wait, poll_seconds=args.poll_seconds, retry_online=args.retry_online,
-                             limits=BatchLimits(args.batch_max_requests, args.batch_max_bytes))
-    elif args.no_wait or args.retry_online:
-        print("capjudge judge: --no-wait and --retry-online go with --batch", file=sys.stderr)
-        return 2
-    if args.processes is not None and (args.processes < 1 or (args.batch and args.processes > 1)):
-        print(f"capjudge judge: --processes {args.processes}: give a number >= 1 (and 1 with --batch, whose "
-              "replies come from the Batch API)", file=sys.stderr)
-        return 2
-    try:
-        source = caption_source(args.run, args.captions, args.task, args.model_name)
-        outcome = judge_stage(source, args.task, args.out, args.include_path, batch, processes=args.processes)
-    except (JudgeStageError, ConfigError, DatasetError, CaptionsFileError, BatchStageError) as error:
-        print(f"capjudge judge: {error}", file=sys.stderr)
-        return 2
-    if outcome.results_path is None:
-        print(f"capjudge judge: {outcome.open_batches} batch(es) still running; run the same command again to "
-              "collect them (nothing is submitted twice)")
-        return 0
-    for report in outcome.workers:
-        print(f"capjudge judge: process {report.index + 1}/{len(outcome.workers)} (pid {report.pid}): {report.items} "
-              f"items, {report.failed} failed, {report.requests} requests", file=sys.stderr)
-    failed, total = outcome.failed, outcome.total
-    print(f"capjudge judge: {total - failed} of {total} items judged; wrote {outcome.results_path}")
-    from capjudge.tasks.judged.run_outcome import EXIT_STATUS, failure_rate_problem
-
-    problem = failure_rate_problem(failed, total)
-    if problem is not None:
-        print(f"capjudge judge: {problem}", file=sys.stderr)
-        return EXIT_STATUS
-    return 0
-
-
 # ----------------------------------------------------------------------------------------------------------
 # Reading the captions
 
@@ -139,7 +67,7 @@ def caption_source(run: Path | None, captions: Path | None, task: str, model_nam
     if (run is None) == (captions is None):
         raise JudgeStageError("give either RUN (an lmms-eval output) or --captions FILE")
     if captions is not None:
-        from capjudge.tasks.models.captions_file import load_caption_set
+        from capjudge.models.captions_file import load_caption_set
 
         caption_set = load_caption_set(captions)
         name = _run_name(model_name, caption_set.name, f"captions file {captions}")
@@ -381,7 +309,8 @@ def _write_run(folder: Path, source: CaptionSource, task: Any, task_name: str, a
     """Write the samples, then the results file that makes the run visible, each whole and under a name no
     file has: the start's local time to the microsecond, numbered on if even that is taken."""
     from capjudge.metrics.files.outputs import discard, publish_new, stage
-    from capjudge.metrics.files.runs import RUN_NAME_FIELD, STARTED_FIELD
+    from capjudge.metrics.files.runs import CAPJUDGE_VERSION_FIELD, RUN_NAME_FIELD, STARTED_FIELD
+    from capjudge.tasks import capjudge_version
 
     stamp = started.strftime("%Y%m%d_%H%M%S_%f")
     results = {
@@ -391,6 +320,7 @@ def _write_run(folder: Path, source: CaptionSource, task: Any, task_name: str, a
         "n-samples": {task_name: {"original": len(task.eval_docs), "effective": len(lines)}},
         "config": {"model": source.model, "model_args": source.model_args, RUN_NAME_FIELD: source.model_name,
                    "judged_by": "capjudge judge", "captions_from": source.description},
+        CAPJUDGE_VERSION_FIELD: capjudge_version(),
         "model_name": source.model_name,
         "date": started.strftime("%Y%m%d_%H%M%S"),
         STARTED_FIELD: started.isoformat(),

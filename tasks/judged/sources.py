@@ -1,9 +1,8 @@
-"""What every capjudge task folder shares: where the items come from, how a video is found, how a setting
-is read, and how a judge call is observed.
+"""Where a task's items come from, and where each item's video is.
 
-Where the items come from. lmms-eval task YAMLs are static, but the benchmark data lives wherever the user
-put it. So each task names its data source in `metadata` and uses `class: !function utils.<Task>` — a
-`SourcedTask` — whose `download` loads the items from, in order of precedence:
+lmms-eval task YAMLs are static, but the benchmark data lives wherever the user put it. So each task names
+its data source in `metadata` and uses `class: !function utils.<Task>` — a `SourcedTask` — whose `download`
+loads the items from, in order of precedence:
 
 1. a local file named by an environment variable (`metadata.data_env`, e.g. CAPJUDGE_MSVD_EVAL_JSON),
 2. a Hugging Face hub dataset named by an environment variable (`metadata.hub_env`), loaded with `datasets`,
@@ -11,26 +10,20 @@ put it. So each task names its data source in `metadata` and uses `class: !funct
 
 With none of them available the task fails once, at load, with a message naming the variables to set.
 Videos are resolved against the folder named by `metadata.videos_env` (or, for a file, the file's own
-folder). Every record, whichever the source, goes through the task's `ItemFormat` (`metadata.item_format`,
-a dotted path), which owns the dataset's quirks and raises `DatasetError` naming the bad item.
-
-How a judge call is observed. The judges return their parsed result only; the harness also logs the raw
-reply and whether it came from the cache. `ObservedClient` is a per-item view of the shared judge client
-that keeps the outcome of the call it forwarded, and adds the request parameters the task wants (e.g. the
-local llama.cpp server's output constraint) without the judges having to know about them.
+folder); every row carries its folder. Every record, whichever the source, goes through the task's
+`ItemFormat` (`metadata.item_format`, a dotted path), which owns the dataset's quirks and raises
+`DatasetError` naming the bad item.
 """
 
 from __future__ import annotations
 
 import importlib
 import logging
-import math
 import os
-import statistics
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from capjudge.judges.client.config import ConfigError
 from capjudge.metrics.files.jsonl import read_objects
@@ -43,9 +36,6 @@ log = logging.getLogger(__name__)
 VIDEOS_DIR_KEY = "_videos_dir"
 # The key under which every row names the variable that sets its videos folder (for error messages).
 VIDEOS_ENV_KEY = "_videos_env"
-
-T = TypeVar("T")
-
 
 class DatasetError(ValueError):
     """A dataset file or row is unusable; the message names the file and the item."""
@@ -210,163 +200,3 @@ def doc_to_video(doc: Mapping[str, Any]) -> list[str]:
         log.warning("%s; the model is given no video", problem)
         return []
     return [str(video_path(doc))]
-
-
-# ----------------------------------------------------------------------------------------------------------
-# Settings: the task YAML's metadata, overridable by an environment variable read at call time
-
-
-def setting(
-    metadata: Mapping[str, Any],
-    key: str,
-    default: T,
-    parse: Callable[[Any], T],
-    *,
-    env_name: str | None = None,
-    env: Mapping[str, str] | None = None,
-) -> T:
-    """`env[env_name]` if set, else `metadata[key]`, else `default`, passed through `parse`.
-
-    `parse` raises ValueError for a bad value; that becomes one ConfigError naming where the value came from.
-    """
-    env = os.environ if env is None else env
-    if env_name and env.get(env_name, "").strip():
-        origin, raw = f"environment variable {env_name}", env[env_name].strip()
-    elif metadata.get(key) is not None:
-        origin, raw = f"task metadata '{key}'", metadata[key]
-    else:
-        return default
-    try:
-        return parse(raw)
-    except (TypeError, ValueError) as error:
-        raise ConfigError(f"{origin}: {error}") from None
-
-
-def parse_choice(choices: Sequence[str]) -> Callable[[Any], str]:
-    def parse(value: Any) -> str:
-        text = str(value).strip().lower()
-        if text not in choices:
-            raise ValueError(f"expected one of {', '.join(choices)}; got {value!r}")
-        return text
-
-    return parse
-
-
-def parse_bool(value: Any) -> bool:
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    if text in ("1", "true", "yes", "on"):
-        return True
-    if text in ("0", "false", "no", "off"):
-        return False
-    raise ValueError(f"expected true/false (1/0, yes/no); got {value!r}")
-
-
-def parse_positive_int(value: Any) -> int:
-    problem = f"expected a positive integer; got {value!r}"
-    if isinstance(value, bool):
-        raise TypeError(problem)
-    try:
-        number = int(value)
-    except (TypeError, ValueError):
-        raise ValueError(problem) from None  # int()'s own message ("invalid literal ...") names no setting
-    if number < 1 or str(number) != str(value).strip():
-        raise ValueError(problem)
-    return number
-
-
-def constrained_output_enabled(env: Mapping[str, str] | None = None) -> bool:
-    """CAPJUDGE_CONSTRAINED_OUTPUT=1: the judge is the local llama.cpp server and its reply format is forced."""
-    return setting({}, "constrained_output", False, parse_bool, env_name="CAPJUDGE_CONSTRAINED_OUTPUT", env=env)
-
-
-# ----------------------------------------------------------------------------------------------------------
-# Judge calls
-
-
-def merge_request_params(base: Mapping[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
-    """`extra` over `base`; the two `extra_body` dicts (the SDK's pass-through fields) are merged, not replaced."""
-    merged = {**base, **extra}
-    if isinstance(base.get("extra_body"), Mapping) and isinstance(extra.get("extra_body"), Mapping):
-        merged["extra_body"] = {**base["extra_body"], **extra["extra_body"]}
-    return merged
-
-
-class ObservedClient:
-    """A per-item view of the shared judge client (`capjudge.judges.client.judge_client.JudgeClient`).
-
-    Forwards `judge` with `extra_params` merged into the request and `default_model` filled in when the
-    request names none, and keeps the outcome (raw reply, cache hit, attempts) for the sample log. One
-    instance per item, so concurrent items never see each other's outcome.
-    """
-
-    def __init__(self, client: Any, *, extra_params: Mapping[str, Any] | None = None, default_model: str | None = None,
-                 sample_offset: int = 0):
-        self._client = client
-        self._extra_params = dict(extra_params or {})
-        self._default_model = default_model
-        # Added to every sample index the judge asks for: the j-th of k independent replies starts at
-        # j x max_tries, so its re-asks never take another reply's indices (and k = 1 is unchanged).
-        self._sample_offset = sample_offset
-        self.outcome: Any = None
-
-    def judge(self, request: Any, parse: Callable[[Any], Any], **kwargs: Any) -> Any:
-        request = replace(
-            request,
-            params=merge_request_params(request.params, self._extra_params),
-            model=request.model or self._default_model,
-        )
-        if self._sample_offset:
-            kwargs["first_sample_index"] = kwargs.get("first_sample_index", 0) + self._sample_offset
-        self.outcome = self._client.judge(request, parse, **kwargs)
-        return self.outcome
-
-    @property
-    def raw_reply(self) -> str | None:
-        last = self.outcome.last_reply if self.outcome is not None else None
-        return last.content if last is not None else None
-
-    @property
-    def cache_hit(self) -> bool:
-        return bool(self.outcome is not None and self.outcome.cache_hit)
-
-    @property
-    def requests_made(self) -> int:
-        return self.outcome.usage.requests if self.outcome is not None else 0
-
-    @property
-    def usage(self) -> Any:
-        """Tokens and requests this item cost this time, as the API reported them (none for cached replies)."""
-        from capjudge.judges.types import Usage
-
-        return self.outcome.usage if self.outcome is not None else Usage()
-
-
-# ----------------------------------------------------------------------------------------------------------
-# Aggregations (lmms-eval hands each the list of per-item values of one metric)
-
-
-def mean_of_judged(items: Sequence[float | None]) -> float:
-    """Mean over the items that have a value; unjudged items (None) are excluded, never counted as 0.
-    With no judged item at all the mean is undefined: NaN, and a warning says why."""
-    values = [float(value) for value in items if value is not None]
-    if not values:
-        log.warning("no judged item among %d: the mean is undefined (NaN)", len(items))
-        return math.nan
-    return statistics.fmean(values)
-
-
-def count(items: Sequence[int | bool]) -> int:
-    """How many items were flagged (each item contributes 1 or 0)."""
-    return int(sum(int(value) for value in items))
-
-
-def count_failed(items: Sequence[int | bool]) -> int:
-    """`count` for a task's unjudged items, which also decides whether the run may end as a success: above
-    CAPJUDGE_MAX_FAILURE_RATE the run still writes its results and samples, then exits non-zero."""
-    from capjudge.tasks.judged.run_outcome import check_failure_rate
-
-    failed = count(items)
-    check_failure_rate(failed, len(items))
-    return failed

@@ -1,0 +1,253 @@
+"""`capjudge vatex`'s report: a scorer's VATEX-EVAL correlations under every protocol, beside caption length and
+the human ceiling, as a table or JSON.
+
+A scorer is one value per rated candidate, read from
+
+* a capjudge / lmms-eval run of a VATEX task (``gveval_vatex_references``, ``gveval_vatex``, ...): the per-item
+  value of one metric (default ``gveval_mean``) by the logged item id ``<clip_id>#<candidate_index>``, read
+  through :mod:`capjudge.metrics.files.runs`; or
+* a JSONL file of ``{"clip_id": ..., "candidate_index": ..., "score": ...}``.
+
+The correlations run over the candidates the scorer has a value for (an unjudged item, or one a ``--limit``
+run never reached, is left out and counted, never scored 0). Caption length in words, computed from the
+candidates themselves, is correlated over the same candidates with the same clip resamples: a sanity row that
+shows how much of a scorer's agreement length alone would give. The human ceiling (each annotator against the
+mean of the other two) is over those candidates too, so every row of one report describes the same items.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from capjudge.metrics.files.jsonl import numbered_objects
+from capjudge.metrics.files.runs import LeaderboardError, TaskRun, read_runs
+from capjudge.metrics.files.values import NotANumber, item_number
+from capjudge.metrics.human_correlation.vatex_eval import VatexCandidate, clip_ids, ratings_matrix
+from capjudge.metrics.human_correlation.vatex_protocols import (
+    ProtocolResult,
+    VatexProtocolError,
+    clustered_design,
+    emscore_protocol,
+    gveval_mean_rating_protocol,
+    gveval_pooled_protocol,
+    human_ceiling,
+)
+from capjudge.metrics.statistics.correlation import BootstrapSettings
+
+DEFAULT_METRIC = "gveval_mean"
+LENGTH_SCORER = "caption length (words)"
+_ITEM_KEY_PREFIX = "id:"  # how capjudge.metrics.files.runs keys an item that logs its id
+_ID_SEPARATOR = "#"  # capjudge.tasks.judged.gveval_task.vatex_item_id: <clip_id>#<candidate_index>
+_TABLE_LABELS = {
+    "emscore_per_annotator": "EMScore (per annotator, mean of 3)",
+    "gveval_pooled": "G-VEval pooled",
+    "gveval_mean_rating": "vs mean rating",
+    "human_ceiling": "human ceiling",
+}
+_COEFFICIENT_LABELS = {"kendall_b": "tau-b", "kendall_c": "tau-c", "spearman": "rho"}
+
+
+class VatexReportError(ValueError):
+    """The scorer input cannot be used; the message names the file (and line or item) and the problem."""
+
+
+@dataclass(frozen=True)
+class Scorer:
+    """One value per candidate of the VATEX-EVAL file (NaN: no value for that candidate)."""
+
+    name: str
+    source: str
+    values: np.ndarray
+
+
+@dataclass(frozen=True)
+class ScorerCorrelations:
+    name: str
+    source: str
+    protocols: tuple[ProtocolResult, ...]  # EMScore's, G-VEval's pooled, mean rating
+
+
+@dataclass(frozen=True)
+class VatexReport:
+    data: str
+    n_candidates: int  # correlated: the candidates the scorer has a value for
+    n_clips: int
+    n_unscored: int  # candidates of the file the scorer has no value for (left out)
+    ci_method: str
+    scorers: tuple[ScorerCorrelations, ...]  # the scorer (when given), then caption length
+    human_ceiling: ProtocolResult
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Scorers
+
+
+def length_scorer(candidates: Sequence[VatexCandidate]) -> Scorer:
+    return Scorer(LENGTH_SCORER, "the candidates' own text (whitespace-separated words)",
+                  np.array([len(c.caption.split()) for c in candidates], dtype=np.float64))
+
+
+def read_scorer(path: str | Path, candidates: Sequence[VatexCandidate], *, metric: str = DEFAULT_METRIC,
+                task: str | None = None) -> Scorer:
+    """A run folder (or results JSON) of a VATEX task, or a JSONL of {clip_id, candidate_index, score}."""
+    path = Path(path)
+    if path.is_dir() or path.name.endswith("_results.json"):
+        return _run_scorer(path, candidates, metric, task)
+    if not path.is_file():
+        raise VatexReportError(f"{path}: no such file or folder")
+    return _jsonl_scorer(path, candidates)
+
+
+def _position_of(candidates: Sequence[VatexCandidate]) -> dict[tuple[str, int], int]:
+    return {(c.clip_id, c.candidate_index): position for position, c in enumerate(candidates)}
+
+
+def _jsonl_scorer(path: Path, candidates: Sequence[VatexCandidate]) -> Scorer:
+    positions = _position_of(candidates)
+    values = np.full(len(candidates), np.nan)
+    seen: set[int] = set()
+    for line_number, line in numbered_objects(path, VatexReportError):
+        where = f"{path}, line {line_number}"
+        clip_id, index, raw = line.get("clip_id"), line.get("candidate_index"), line.get("score")
+        if not isinstance(clip_id, str) or isinstance(index, bool) or not isinstance(index, int):
+            raise VatexReportError(f"{where}: needs a string 'clip_id' and an integer 'candidate_index'")
+        position = positions.get((clip_id, index))
+        if position is None:
+            raise VatexReportError(f"{where}: clip {clip_id!r} candidate {index} is not in the VATEX-EVAL file")
+        if position in seen:
+            raise VatexReportError(f"{where}: clip {clip_id!r} candidate {index} is scored twice")
+        seen.add(position)
+        try:
+            number = item_number(raw)
+        except NotANumber as problem:
+            raise VatexReportError(f"{where}: 'score': {problem}") from None
+        if number is not None:
+            values[position] = number
+    return Scorer(path.stem, str(path), values)
+
+
+def _run_scorer(path: Path, candidates: Sequence[VatexCandidate], metric: str, task: str | None) -> Scorer:
+    try:
+        runs, _warnings = read_runs([str(path)])
+    except LeaderboardError as error:
+        raise VatexReportError(str(error)) from None
+    found = [(run, name, task_run) for run in runs for name, task_run in run.tasks.items()
+             if (task is None or name == task) and _is_vatex_task(task_run)]
+    if not found:
+        wanted = f"task {task!r}" if task else "a VATEX task (items logged as <clip_id>#<candidate_index>, with samples)"
+        raise VatexReportError(f"{path}: no run of {wanted} here")
+    if len(found) > 1:
+        names = ", ".join(sorted(f"{run.name}/{name}" for run, name, _ in found))
+        raise VatexReportError(f"{path}: holds several VATEX task runs ({names}); pick one with --task or a narrower folder")
+    run, name, task_run = found[0]
+    if metric not in task_run.values:
+        raise VatexReportError(f"{task_run.samples_path}: task {name} has no per-item metric {metric!r} "
+                               f"(it has {', '.join(task_run.metric_names)})")
+    positions = _position_of(candidates)
+    values = np.full(len(candidates), np.nan)
+    assert task_run.item_keys is not None  # _is_vatex_task
+    for key, value in zip(task_run.item_keys, task_run.values[metric]):
+        clip_id, index = _split_item_key(key)
+        position = positions.get((clip_id, index))
+        if position is None:
+            raise VatexReportError(f"{task_run.samples_path}: item {clip_id}{_ID_SEPARATOR}{index} is not in the VATEX-EVAL file")
+        values[position] = value
+    return Scorer(f"{run.name} {name} {metric}", str(task_run.samples_path), values)
+
+
+def _is_vatex_task(task_run: TaskRun) -> bool:
+    keys = task_run.item_keys
+    return bool(keys) and all(_split_item_key(key)[0] for key in keys)  # type: ignore[union-attr]
+
+
+def _split_item_key(key: str) -> tuple[str, int]:
+    """`id:<clip_id>#<index>` -> (clip_id, index); ("", -1) for any other key."""
+    if not key.startswith(_ITEM_KEY_PREFIX):
+        return "", -1
+    clip_id, separator, index = key[len(_ITEM_KEY_PREFIX):].rpartition(_ID_SEPARATOR)
+    if not separator or not clip_id or not index.isdigit():
+        return "", -1
+    return clip_id, int(index)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The report
+
+
+def build_report(data: str | Path, candidates: Sequence[VatexCandidate], scorer: Scorer | None,
+                 settings: BootstrapSettings) -> VatexReport:
+    """Every protocol for the scorer (if any) and for caption length, and the human ceiling, over the
+    candidates the scorer has a value for, all on one set of clip resamples."""
+    length = length_scorer(candidates)
+    keep = np.isfinite(scorer.values) if scorer is not None else np.ones(len(candidates), dtype=bool)
+    if keep.sum() < 2:
+        raise VatexReportError(f"{scorer.source if scorer else data}: fewer than 2 candidates have a score")
+    ratings = ratings_matrix(candidates)[keep]
+    clips = clip_ids(candidates)[keep]
+    correlated = []
+    for each in ([scorer] if scorer is not None else []) + [length]:
+        try:
+            design = clustered_design(each.values[keep], ratings, clips, settings)
+        except VatexProtocolError as error:  # e.g. a scorer that gives every candidate the same value
+            raise VatexReportError(f"{each.source}: {error}") from None
+        protocols = (emscore_protocol(design), gveval_pooled_protocol(design), gveval_mean_rating_protocol(design))
+        correlated.append(ScorerCorrelations(each.name, each.source, protocols))
+    ceiling = human_ceiling(clustered_design(None, ratings, clips, settings))
+    return VatexReport(
+        data=str(data),
+        n_candidates=int(keep.sum()),
+        n_clips=ceiling.n_clips,
+        n_unscored=int((~keep).sum()),
+        ci_method=ceiling.ci_method,
+        scorers=tuple(correlated),
+        human_ceiling=ceiling,
+    )
+
+
+def report_to_json(report: VatexReport) -> str:
+    """Coefficients as computed (-1..1), every protocol with its description, row count and CI method."""
+    return json.dumps(dataclasses.asdict(report), indent=2)
+
+
+def report_to_table(report: VatexReport) -> str:
+    """The papers' presentation: coefficients x 100, each with its clustered interval; one column per scorer,
+    the human ceiling on its own line (it has no scorer)."""
+    header = ["protocol", "coef", *(s.name for s in report.scorers)]
+    rows = [
+        [_TABLE_LABELS[protocol.protocol], _COEFFICIENT_LABELS[statistic.name],
+         *(_cell(scorer.protocols[position][statistic.name]) for scorer in report.scorers)]
+        for position, protocol in enumerate(report.scorers[0].protocols)
+        for statistic in protocol.statistics
+    ]
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+    ceiling = report.human_ceiling
+    lines = [
+        f"VATEX-EVAL ({report.data}): {report.n_candidates:,} candidates of {report.n_clips:,} clips, 3 annotators"
+        + (f"; {report.n_unscored:,} candidates without a score left out" if report.n_unscored else ""),
+        *(f"scorer: {s.name}, from {s.source}" for s in report.scorers),
+        f"Coefficients x 100; [low, high] = {report.ci_method}",
+        "",
+        "  ".join(cell.ljust(width) for cell, width in zip(header, widths)).rstrip(),
+        "  ".join("-" * width for width in widths),
+        *("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows),
+        "",
+        f"{_TABLE_LABELS[ceiling.protocol]}: "
+        + "  ".join(f"{_COEFFICIENT_LABELS[s.name]} {_cell(s)}" for s in ceiling.statistics),
+        "",
+        *(f"- {p.description} ({p.n_rows:,} rows per coefficient)" for p in (*report.scorers[0].protocols, ceiling)),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _cell(statistic: Any) -> str:
+    value = f"{100 * statistic.value:.1f}"
+    if statistic.ci_low is None or statistic.ci_high is None:
+        return value
+    return f"{value} [{100 * statistic.ci_low:.1f}, {100 * statistic.ci_high:.1f}]"
+

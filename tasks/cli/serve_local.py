@@ -1,0 +1,54 @@
+"""`capjudge serve-local`: the embedded local judge as a command (the server: capjudge.judges.local.launcher).
+
+The flags are the serving process's own (`llama_server.add_arguments`, which `LocalJudgeServer` passes on to
+the child) plus --log.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from capjudge.judges.local.llama_server import add_arguments
+
+
+def register(groups: Any) -> None:
+    parser = groups.top.add_parser(
+        "serve-local",
+        help="serve a local GGUF judge (default: Gemma 3 270M) as an OpenAI-compatible API on 127.0.0.1",
+        description="Serve a GGUF model with llama.cpp as an OpenAI-compatible judge on 127.0.0.1 (no API key).",
+    )
+    add_arguments(parser)
+    parser.add_argument("--log", type=Path, help="the server's log file (default: a temporary file)")
+    parser.set_defaults(func=run_supervised)
+
+
+def run_supervised(args: argparse.Namespace) -> int:
+    """The server in a child process, health-checked with one completion before it is announced, and watched:
+    a crash is reported with its signal, log and advice instead of a bare "Segmentation fault" from the shell."""
+    from capjudge.judges.local.launcher import LocalJudgeServer
+    from capjudge.judges.local.options import LocalServerError
+
+    try:
+        # Inside the try: the constructor checks the flags (--n-ctx, --port, --model ...), one line each.
+        server = LocalJudgeServer(
+            args.model, args.port, mmproj_path=args.mmproj, chat_format=args.chat_format, n_ctx=args.n_ctx,
+            n_threads=args.threads, alias=args.alias, startup_timeout=600.0, log_path=args.log,
+        )
+        server.start()
+    except LocalServerError as error:
+        print(f"capjudge serve-local: {error}", file=sys.stderr)
+        return 2
+    try:
+        if not args.quiet:
+            print(server.notice(), flush=True)
+        print(f"Serving {server.model} at {server.base_url} (log: {server.log_path}); Ctrl-C stops it.", flush=True)
+        server.wait()
+        print(f"capjudge serve-local: {server.death_report()}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        server.stop()

@@ -1,0 +1,67 @@
+"""`capjudge vatex VATEX_FILE [SCORER]`: a scorer's VATEX-EVAL correlation under both published protocols.
+
+    capjudge vatex ../shared/data/vatex_eval/vid_cans_score_dict.json results/ [--metric gveval_mean]
+    capjudge vatex vid_cans_score_dict.json scores.jsonl --format json
+
+SCORER is a run folder (or results JSON) of a VATEX task (gveval_vatex_references, gveval_vatex, ...), or a JSONL
+of {"clip_id": ..., "candidate_index": ..., "score": ...}. Without it, caption length and the human ceiling
+only. Printed: EMScore's per-annotator protocol (tau-b, Spearman), G-VEval's pooled protocol (tau-b, tau-c), the
+mean-rating variant, caption length as a sanity row and the human ceiling, each with a bootstrap interval
+clustered by clip (metrics/human_correlation/vatex_report.py). Exit codes: 0 success; 2 bad input, in one line
+naming the file (and line or item) and the problem.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from capjudge.tasks.cli.reliability import resampling_problem
+
+EXIT_BAD_INPUT = 2
+
+
+def register(groups: Any) -> None:
+    parser = groups.top.add_parser(
+        "vatex", help="VATEX-EVAL correlation: EMScore's and G-VEval's protocols, clip-clustered CIs, human ceiling",
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("data", type=Path, metavar="VATEX_FILE", help="VATEX-EVAL's vid_cans_score_dict.json")
+    parser.add_argument("scorer", type=Path, nargs="?", metavar="SCORER",
+                        help="a VATEX task's run folder, or a JSONL of {clip_id, candidate_index, score}")
+    parser.add_argument("--metric", default="gveval_mean", help="with a run: the per-item metric (default gveval_mean)")
+    parser.add_argument("--task", help="with a run holding several VATEX tasks: which one")
+    parser.add_argument("--resamples", type=int, default=1000, help="clip-clustered bootstrap resamples (0: no CIs)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--format", choices=("table", "json"), default="table")
+    parser.set_defaults(func=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from capjudge.metrics.human_correlation.vatex_eval import VatexEvalError, load_vatex_eval
+    from capjudge.metrics.human_correlation.vatex_report import (
+        VatexReportError, build_report, read_scorer, report_to_json, report_to_table,
+    )
+    from capjudge.metrics.statistics.correlation import BootstrapSettings
+
+    problem = resampling_problem(args)
+    if problem:
+        print(f"capjudge vatex: {problem}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    try:
+        if not args.data.is_file():
+            raise VatexReportError(f"{args.data}: no such file")
+        candidates = load_vatex_eval(args.data)
+        scorer = read_scorer(args.scorer, candidates, metric=args.metric, task=args.task) if args.scorer else None
+        report = build_report(args.data, candidates, scorer, BootstrapSettings(n_resamples=args.resamples, seed=args.seed))
+    except VatexEvalError as error:  # names the clip; the file is named here when the message does not
+        message = str(error)
+        print(f"capjudge vatex: {message if message.startswith(str(args.data)) else f'{args.data}: {message}'}",
+              file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except VatexReportError as error:
+        print(f"capjudge vatex: {error}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    sys.stdout.write(report_to_json(report) + "\n" if args.format == "json" else report_to_table(report))
+    return 0

@@ -1,0 +1,174 @@
+"""The house plan, checked: the README's layout names every module there is, pyproject installs every
+sub-package, and imports only go down the layers (tasks -> metrics -> judges) with no cycle anywhere.
+
+These are static checks (files and ASTs), so a module that moves, appears or starts importing upward fails
+here, with its name, before a reader of the README or a wheel user finds out.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import tomllib
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+TOP_FOLDERS = {"judges": "capjudge.judges", "metrics": "capjudge.metrics", "tasks": "capjudge.tasks"}
+# Folders installed as a package of their own name rather than under their top folder's: lmms-eval's plugin
+# convention (LMMS_EVAL_PLUGINS=capjudge) imports `capjudge.models`, so tasks/models is that package.
+RENAMED_FOLDERS = {"tasks/models": "capjudge.models"}
+LAYER = {"judges": 0, "metrics": 1, "tasks": 2}
+# Task folders lmms-eval loads by path (YAML + utils.py); they are data for lmms-eval, not capjudge modules.
+TASK_FOLDERS = {"gveval", "anycap_style", "demo", "suites"}
+
+
+def _package_of(path: Path) -> tuple[str, Path]:
+    """The package a folder's modules are installed under, and the folder that package starts at."""
+    relative = path.relative_to(REPO_ROOT).as_posix()
+    for folder, package in RENAMED_FOLDERS.items():
+        if relative == folder or relative.startswith(folder + "/"):
+            return package, REPO_ROOT / folder
+    top = relative.split("/", 1)[0]
+    return TOP_FOLDERS[top], REPO_ROOT / top
+
+
+def _modules() -> dict[str, Path]:
+    """Dotted module name -> file, for every capjudge module (package __init__ files included)."""
+    found = {}
+    for top in TOP_FOLDERS:
+        for path in sorted((REPO_ROOT / top).rglob("*.py")):
+            relative = path.relative_to(REPO_ROOT / top)
+            if "__pycache__" in relative.parts or (top == "tasks" and relative.parts[0] in TASK_FOLDERS):
+                continue
+            package, root = _package_of(path.parent)
+            parts = list(path.relative_to(root).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            found[".".join([package, *parts])] = path
+    return found
+
+
+def _readme_layout_block() -> str:
+    text = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    section = text.split("\n## Layout\n", 1)[1]
+    return section.split("```", 2)[1]
+
+
+def _readme_layout_modules() -> set[str]:
+    """The modules the README's layout tree names: the first word of each line is a node, its indentation its
+    depth (two spaces a level) under the nearest shallower folder."""
+    listed, folders = set(), []  # folders: (indent, name) of the open folders
+    for line in _readme_layout_block().splitlines():
+        if not line.strip():
+            continue
+        indent, node = len(line) - len(line.lstrip(" ")), line.split()[0]
+        folders = [(depth, name) for depth, name in folders if depth < indent]
+        if node.endswith("/"):
+            folders.append((indent, node))
+        elif node.endswith(".py") and folders and folders[0][1].rstrip("/") in TOP_FOLDERS:
+            listed.add("".join(name for _, name in folders) + node)
+    return listed
+
+
+def test_the_readme_layout_lists_every_module_and_only_modules_that_exist():
+    listed = _readme_layout_modules()
+    on_disk = {str(path.relative_to(REPO_ROOT)) for path in _modules().values() if path.name not in ("__init__.py", "__main__.py")}
+    assert sorted(on_disk - listed) == [], "modules missing from README.md's layout"
+    assert sorted(listed - on_disk) == [], "README.md's layout names modules that do not exist"
+
+
+def test_pyproject_installs_every_package_and_no_other():
+    config = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]
+    packages = {name for name, path in _modules().items() if path.name == "__init__.py"}
+    assert sorted(config["packages"]) == sorted(packages)
+    assert config["package-dir"] == {package: top for top, package in TOP_FOLDERS.items()} | {
+        package: folder for folder, package in RENAMED_FOLDERS.items()}
+    # A renamed folder is installed once, under its own name: never also as a sub-package of its top folder.
+    renamed_twice = [f"{top_package}.{folder.split('/', 1)[1].replace('/', '.')}"
+                     for folder in RENAMED_FOLDERS for top, top_package in TOP_FOLDERS.items()
+                     if folder.startswith(top + "/")]
+    assert set(renamed_twice).isdisjoint(config["packages"])
+
+
+def _imports(path: Path) -> set[str]:
+    """capjudge modules a file imports, outside `if TYPE_CHECKING:` blocks (those never run)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    skipped = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            skipped.update(id(child) for stmt in node.body for child in ast.walk(stmt))
+    names = set()
+    for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+            names.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return {name for name in names if name.startswith("capjudge.")}
+
+
+def test_every_capjudge_import_names_an_installed_module():
+    """`from capjudge.x import y` / `import capjudge.x` name a module the wheel installs, in the code and the
+    tests alike: an old path (e.g. capjudge.tasks.models, now capjudge.models) may still import from the
+    editable checkout, whose capjudge.tasks is the whole tasks/ folder, but not from the wheel."""
+    modules = _modules()
+    stale = []
+    for path in sorted([*modules.values(), *(REPO_ROOT / "tests").rglob("*.py")]):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            named = ([alias.name for alias in node.names] if isinstance(node, ast.Import)
+                     else [node.module] if isinstance(node, ast.ImportFrom) and node.module and node.level == 0 else [])
+            stale += [f"{path.relative_to(REPO_ROOT)}: {name}" for name in named
+                      if name.startswith("capjudge.") and name not in modules]
+    assert stale == []
+
+
+def _import_graph() -> dict[str, set[str]]:
+    modules = _modules()
+    return {name: {imported for imported in _imports(path) if imported in modules and imported != name}
+            for name, path in modules.items()}
+
+
+def test_imports_only_go_down_the_layers():
+    # A module's layer is the top folder its file sits in (capjudge.models is in tasks/).
+    layer = {name: LAYER[path.relative_to(REPO_ROOT).parts[0]] for name, path in _modules().items()}
+    upward = [f"{module} imports {imported}" for module, imported_set in _import_graph().items()
+              for imported in sorted(imported_set) if layer[imported] > layer[module]]
+    assert upward == []
+
+
+def test_no_import_cycles():
+    graph = _import_graph()
+    # A package's __init__ is imported with each of its modules; an edge into a package name means its __init__.
+    cycles, state = [], {}
+
+    def visit(node: str, stack: list[str]) -> None:
+        state[node] = "open"
+        for successor in sorted(graph.get(node, ())):
+            if state.get(successor) == "open":
+                cycles.append(" -> ".join(stack[stack.index(successor):] + [node, successor]) if successor in stack
+                              else f"{node} -> {successor}")
+            elif successor not in state:
+                visit(successor, stack + [node])
+        state[node] = "done"
+
+    for module in sorted(graph):
+        if module not in state:
+            visit(module, [])
+    assert cycles == []
+
+
+def test_the_layout_checks_can_fail():
+    """The checks above read real files: prove they see an upward import and a cycle when there is one."""
+    assert "capjudge.judges.types" in _imports(REPO_ROOT / "judges" / "video.py")
+    source = "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from capjudge.tasks.cli import main\nfrom capjudge.metrics.files import runs\n"
+    probe = REPO_ROOT / "tests" / "__layout_probe__.py"
+    try:
+        probe.write_text(source, encoding="utf-8")
+        assert _imports(probe) == {"capjudge.metrics.files", "capjudge.metrics.files.runs"}
+    finally:
+        probe.unlink()
+    assert re.search(r"^judges/", _readme_layout_block(), re.M)
+    assert {"judges/client/judge_client.py", "tasks/cli/main.py", "judges/types.py"} <= _readme_layout_modules()

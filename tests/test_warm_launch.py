@@ -1,0 +1,105 @@
+"""The warm launcher (tests/warm_launch.py) against real capjudge commands: a warm child must give what the
+real command line gives (exit status, stdout, stderr, traceback), see exactly the environment and working
+directory it is given, and die at its timeout."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from conftest import REPO_ROOT
+from harness_runs import TEST_API_KEY, TEST_JUDGE_MODEL, run_capjudge_cli
+
+PUBLISHED_GVEVAL_MODEL = "gpt-4o-2024-05-13"
+
+
+def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    return {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", **extra}
+
+
+def _render(tmp_path: Path, out: str, env: dict[str, str], *, cwd: Path, warm: bool = True) -> subprocess.CompletedProcess[str]:
+    return run_capjudge_cli(["render", "gveval", "--caption", "a dog runs", "--mode", "references", "--reference",
+                             "a dog is running", "--out", out], env=env, cwd=cwd, timeout=120, warm=warm)
+
+
+@pytest.mark.parametrize("case", ["help", "usage error", "uncaught exception"])
+def test_a_warm_child_exits_and_writes_as_the_real_command_does(tmp_path, case):
+    (tmp_path / "a_file").write_text("not a folder")
+    args = {
+        "help": ["render", "gveval", "--help"],
+        "usage error": ["render", "gveval", "--caption"],
+        "uncaught exception": ["render", "gveval", "--caption", "x", "--mode", "references", "--reference", "r",
+                               "--out", str(tmp_path / "a_file" / "inside")],  # mkdir under a file raises
+    }[case]
+    warm = run_capjudge_cli(args, env=_env(tmp_path), cwd=tmp_path, timeout=120)
+    real = run_capjudge_cli(args, env=_env(tmp_path), cwd=tmp_path, timeout=120, warm=False)
+    assert (warm.returncode, warm.stdout) == (real.returncode, real.stdout)
+    assert warm.stderr.splitlines()[-1:] == real.stderr.splitlines()[-1:]
+    expected_status = {"help": 0, "usage error": 2, "uncaught exception": 1}[case]
+    assert warm.returncode == expected_status, warm.stderr
+    if case == "help":
+        assert warm.stdout.startswith("usage: capjudge render gveval") and warm.stderr == ""
+    if case == "usage error":
+        assert warm.stdout == "" and "error: argument --caption: expected one argument" in warm.stderr
+    if case == "uncaught exception":
+        assert warm.stdout == "" and warm.stderr.startswith("Traceback (most recent call last):")
+        assert warm.stderr.rstrip().endswith(f"NotADirectoryError: [Errno 20] Not a directory: '{tmp_path / 'a_file' / 'inside'}'")
+
+
+def test_a_warm_child_sees_exactly_its_environment_and_working_directory(tmp_path, monkeypatch):
+    first, second = tmp_path / "first", tmp_path / "second"
+    first.mkdir()
+    second.mkdir()
+    given = _render(tmp_path, "request", _env(tmp_path, MODEL_VERSION="model-from-env"), cwd=first)
+    assert given.returncode == 0, given.stderr
+    assert json.loads((first / "request" / "request.json").read_text())["model"] == "model-from-env"
+
+    # Neither the test process's MODEL_VERSION nor the server's (warm_launch.SERVER_ENV) is in the child's env.
+    monkeypatch.setenv("MODEL_VERSION", "model-of-the-test-process")
+    default = _render(tmp_path, "request", _env(tmp_path), cwd=second)
+    assert default.returncode == 0, default.stderr
+    assert json.loads((second / "request" / "request.json").read_text())["model"] == PUBLISHED_GVEVAL_MODEL
+    assert not (REPO_ROOT / "request").exists()
+
+
+def test_a_warm_judge_run_uses_the_judge_and_cache_its_environment_names(tmp_path, server):
+    env = _env(tmp_path, OPENAI_BASE_URL=server.base_url, OPENAI_API_KEY=TEST_API_KEY, MODEL_VERSION=TEST_JUDGE_MODEL,
+               CAPJUDGE_CACHE=str(tmp_path / "cache.sqlite"), HF_DATASETS_CACHE=str(tmp_path / "hf"))
+    done = run_capjudge_cli(["judge", "--captions", REPO_ROOT / "tasks" / "demo" / "captions_good.jsonl",
+                             "--task", "gveval_demo", "--out", tmp_path / "out"],
+                            env=env, cwd=REPO_ROOT, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert server.log, "the judge named in env got no request"
+    assert all({key.lower(): value for key, value in request.headers.items()}["authorization"] == f"Bearer {TEST_API_KEY}"
+               for request in server.log)
+    assert {request.body["model"] for request in server.log} == {TEST_JUDGE_MODEL}
+    assert (tmp_path / "cache.sqlite").is_file()
+    assert len(list((tmp_path / "out").rglob("*_samples_gveval_demo.jsonl"))) == 1
+
+
+def _processes_working_in(folder: Path) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and Path(os.readlink(entry / "cwd")) == folder:
+                found.append(int(entry.name))
+        except OSError:  # gone meanwhile, or not ours to read
+            continue
+    return found
+
+
+def test_a_warm_child_past_its_timeout_is_killed_and_raises(tmp_path, server):
+    server.latency = 30.0  # every judge request hangs far past the timeout
+    env = _env(tmp_path, OPENAI_BASE_URL=server.base_url, OPENAI_API_KEY=TEST_API_KEY, MODEL_VERSION=TEST_JUDGE_MODEL,
+               CAPJUDGE_CACHE=str(tmp_path / "cache.sqlite"), HF_DATASETS_CACHE=str(tmp_path / "hf"))
+    started = time.monotonic()
+    with pytest.raises(subprocess.TimeoutExpired) as expired:
+        run_capjudge_cli(["judge", "--captions", REPO_ROOT / "tasks" / "demo" / "captions_good.jsonl",
+                          "--task", "gveval_demo", "--out", tmp_path / "out"], env=env, cwd=tmp_path, timeout=3)
+    assert expired.value.timeout == 3
+    assert time.monotonic() - started < 15
+    assert _processes_working_in(tmp_path) == []
