@@ -79,8 +79,41 @@ def prompt_text(body: dict[str, Any]) -> str:
 
 
 def prompt_tokens_of(body: dict[str, Any]) -> int:
-    """The prompt tokens this server reports (and counts against its TPM limit): one per word."""
+    """The prompt tokens this server reports (and counts against its TPM limit) by default: one per word."""
     return len(prompt_text(body).split())
+
+
+def openai_prompt_tokens_of(body: dict[str, Any]) -> int:
+    """The prompt tokens as OpenAI documents its charging (the `--charge openai` mode): about 4 characters a
+    token for text, and per image 85 tokens plus 170 per 512-pixel tile after fitting within 2048 x 2048 and
+    scaling the shorter side to at most 768 ("low" detail: 85). Written here from the documentation, apart from
+    capjudge's own estimate, so a benchmark measures the client against the API's rule, not against itself."""
+    import base64
+    import io
+    import math
+
+    from PIL import Image
+
+    characters, tokens = 0, 0
+    for message in body.get("messages", []):
+        content = message.get("content")
+        parts = [{"type": "text", "text": content}] if isinstance(content, str) else (content or [])
+        for part in parts:
+            if part.get("type") == "text":
+                characters += len(part.get("text", ""))
+            elif part.get("type") == "image_url":
+                image_url = part.get("image_url") or {}
+                if image_url.get("detail") == "low":
+                    tokens += 85
+                    continue
+                data = base64.b64decode(image_url.get("url", "").split(",", 1)[-1])
+                width, height = Image.open(io.BytesIO(data)).size
+                fit = min(1.0, 2048 / max(width, height))
+                width, height = width * fit, height * fit
+                shorter = min(1.0, 768 / min(width, height))
+                width, height = width * shorter, height * shorter
+                tokens += 85 + 170 * math.ceil(width / 512) * math.ceil(height / 512)
+    return tokens + round(characters / 4)
 
 
 def tokens_of(text: str) -> list[str]:
@@ -199,7 +232,15 @@ class OpenAITestServer:
         self.tpm_limit: int | None = None
         self.rate_window = 60.0
         self.rate_limited = 0
+        # How prompt tokens are counted (and reported as usage): "words" (one per word) or "openai" (as OpenAI
+        # documents it: see openai_prompt_tokens_of).
+        self.token_charge = "words"
+        # What x-ratelimit-reset-* say. Both meanings exist in the wild: "oldest" = until the window frees its
+        # oldest entry (room for something again); "empty" = until the window is empty, i.e. the limit is back
+        # to its initial state (OpenAI's documented wording for its headers).
+        self.reset_meaning = "oldest"
         self._window: deque[tuple[float, int]] = deque()
+        self.charged: list[tuple[float, int]] = []  # (time, tokens) of every judgment the limits admitted
         self.in_flight = 0
         self.max_in_flight = 0
         self._lock = threading.Lock()
@@ -230,7 +271,10 @@ class OpenAITestServer:
             self.rpm_limit = self.tpm_limit = None
             self.rate_window = 60.0
             self.rate_limited = 0
+            self.token_charge = "words"
+            self.reset_meaning = "oldest"
             self._window.clear()
+            self.charged.clear()
             self.responder = responder
             self.latency = 0.0
             self.max_in_flight = self.in_flight
@@ -273,7 +317,8 @@ class OpenAITestServer:
         """Whether this judgment fits the rate limits (and is counted if so), and the headers to send."""
         if self.rpm_limit is None and self.tpm_limit is None:
             return True, {}
-        tokens = prompt_tokens_of(body) + int(body.get("max_tokens") or 0)
+        # The reply's `max_tokens` is reserved at admission, whatever the reply's length (as OpenAI counts).
+        tokens = self.prompt_tokens(body) + int(body.get("max_tokens") or body.get("max_completion_tokens") or 0)
         with self._lock:
             now = time.time()
             while self._window and self._window[0][0] <= now - self.rate_window:
@@ -283,10 +328,12 @@ class OpenAITestServer:
                    (self.tpm_limit is None or used + tokens <= self.tpm_limit)
             if fits:
                 self._window.append((now, tokens))
+                self.charged.append((now, tokens))
                 count, used = count + 1, used + tokens
             else:
                 self.rate_limited += 1
-            reset = max(0.0, self._window[0][0] + self.rate_window - now) if self._window else 0.0
+            entry = (self._window[0] if self.reset_meaning == "oldest" else self._window[-1]) if self._window else None
+            reset = max(0.0, entry[0] + self.rate_window - now) if entry else 0.0
         headers = {}
         if self.rpm_limit is not None:
             headers.update({"x-ratelimit-limit-requests": str(self.rpm_limit),
@@ -305,7 +352,7 @@ class OpenAITestServer:
         if isinstance(answer, Fault):
             status = int(answer.kind) if answer.kind.isdigit() else 500
             return status, {"error": {"message": f"injected {answer.kind}", "type": "server_error"}}
-        return 200, self._completion(body, answer, self.logprobs_supported)
+        return 200, self._completion(body, answer, self.logprobs_supported, self.prompt_tokens(body))
 
     def _handler_class(self) -> type[BaseHTTPRequestHandler]:
         server = self
@@ -349,6 +396,7 @@ class OpenAITestServer:
                         stats = {"requests": len(server.log), "max_in_flight": server.max_in_flight,
                                  "rate_limited": server.rate_limited,
                                  "arrivals": [entry.arrived for entry in server.log if entry.answer != "429"],
+                                 "charged": server.charged,
                                  "preflights": len(server.preflights), "batches_created": server.batch.created,
                                  "batch_lines_answered": server.batch.lines_answered}
                     self._send_json(200, stats)
@@ -397,7 +445,7 @@ class OpenAITestServer:
                     if rejection is not None:
                         self._send_json(rejection[0], {"error": rejection[1]})
                     else:
-                        self._send_json(200, server._completion(body, with_logprobs("1"), server.logprobs_supported))
+                        self._send_json(200, server._completion(body, with_logprobs("1"), server.logprobs_supported, server.prompt_tokens(body)))
                     return
                 with server._lock:
                     server.log.append(entry)
@@ -416,7 +464,7 @@ class OpenAITestServer:
                     if isinstance(answer, Fault):
                         self._send_fault(answer)
                     else:
-                        self._send_json(200, server._completion(body, answer, server.logprobs_supported), rate_headers)
+                        self._send_json(200, server._completion(body, answer, server.logprobs_supported, server.prompt_tokens(body)), rate_headers)
                 finally:
                     entry.replied = time.time()
                     with server._lock:
@@ -464,8 +512,13 @@ class OpenAITestServer:
 
         return Handler
 
+    def prompt_tokens(self, body: dict[str, Any]) -> int:
+        """The prompt tokens this server charges and reports for a request, by its `token_charge` rule."""
+        return openai_prompt_tokens_of(body) if self.token_charge == "openai" else prompt_tokens_of(body)
+
     @staticmethod
-    def _completion(body: dict[str, Any], reply: Reply, logprobs_supported: bool = True) -> dict[str, Any]:
+    def _completion(body: dict[str, Any], reply: Reply, logprobs_supported: bool = True,
+                    prompt_tokens: int | None = None) -> dict[str, Any]:
         logprobs = None
         if reply.logprobs is not None and body.get("logprobs") and logprobs_supported:
             top_n = int(body.get("top_logprobs") or 0)
@@ -479,7 +532,8 @@ class OpenAITestServer:
                     "top_logprobs": [{"token": alt, "logprob": lp, "bytes": list(alt.encode())} for alt, lp in alternatives[:top_n]],
                 })
             logprobs = {"content": content}
-        prompt_tokens = prompt_tokens_of(body) if body else 0
+        if prompt_tokens is None:
+            prompt_tokens = prompt_tokens_of(body) if body else 0
         completion_tokens = len(tokens_of(reply.content or ""))
         return {
             "id": "chatcmpl-test",
@@ -555,12 +609,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rpm", type=int, help="enforce this many judgments per window (429 above), with headers")
     parser.add_argument("--tpm", type=int, help="enforce this many tokens per window (429 above), with headers")
     parser.add_argument("--rate-window", type=float, default=60.0, help="the window of --rpm/--tpm, in seconds")
+    parser.add_argument("--charge", choices=("words", "openai"), default="words",
+                        help="prompt tokens: one per word, or as OpenAI documents (4 characters a token, image tiles)")
+    parser.add_argument("--reset-meaning", choices=("oldest", "empty"), default="oldest",
+                        help="x-ratelimit-reset-*: until the oldest entry leaves the window, or until it is empty")
     parser.add_argument("--log", help="write the request log (JSON lines, bodies without images) here on exit")
     args = parser.parse_args(argv)
     responder = (lambda body: Reply(args.fixed_reply)) if args.fixed_reply else RESPONDERS[args.responder]
     server = OpenAITestServer(responder, latency=args.latency)
     server.logprobs_supported = not args.no_logprobs
     server.rpm_limit, server.tpm_limit, server.rate_window = args.rpm, args.tpm, args.rate_window
+    server.token_charge, server.reset_meaning = args.charge, args.reset_meaning
     server.start()
     print(f"READY {server.base_url}", flush=True)
     try:

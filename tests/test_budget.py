@@ -28,12 +28,16 @@ from openai_server import OpenAITestServer
 
 
 
-def _judges(server, tmp_path: Path, counts: tuple[int, ...], **env: str) -> list[dict]:
-    """Start one judging process per count at once (sharing tmp_path's cache folder) and wait for all."""
+def _judges(server, tmp_path: Path, counts: tuple[int, ...], words: int = 20, max_tokens: int = 10,
+            shared_budget: bool = True, **env: str) -> list[dict]:
+    """Start one judging process per count at once (sharing tmp_path's cache folder, hence one budget, unless
+    `shared_budget` is False) and wait for all; each request is a prompt of `words` words asking for at most
+    `max_tokens`."""
     environment = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "OPENAI_BASE_URL": server.base_url,
-                   "OPENAI_API_KEY": "sk-test", "CAPJUDGE_CACHE": str(tmp_path / "cache.sqlite"), **env}
+                   "OPENAI_API_KEY": "sk-test", **env}
     processes = [
-        subprocess.Popen([sys.executable, "-c", TEXT_JUDGE_SCRIPT, str(n), str(1000 * k), "20", "10"], cwd=REPO_ROOT, env=environment,
+        subprocess.Popen([sys.executable, "-c", TEXT_JUDGE_SCRIPT, str(n), str(1000 * k), str(words), str(max_tokens)], cwd=REPO_ROOT,
+                         env={**environment, "CAPJUDGE_CACHE": str(tmp_path / ("cache" if shared_budget else f"cache-{k}") / "cache.sqlite")},
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         for k, n in enumerate(counts)
     ]
@@ -117,7 +121,11 @@ def test_rate_limit_headers_are_read_and_an_unreadable_one_is_an_error():
     })
     assert (state.limit_requests, state.remaining_requests, state.reset_requests) == (500, 0, 360.0)
     assert (state.limit_tokens, state.remaining_tokens, state.reset_tokens) == (30000, 1200, 0.02)
-    assert state.wait_before_next(1000) == 360.0  # no request left: wait for that window
+    assert (state.used_requests, state.used_tokens) == (500, 28800)  # what the API has counted: limit - remaining
+    # A named limit is paced by the shared window from the API's count (issue 29), whatever `reset` means;
+    # the same exhausted window counted down without a named limit (Azure) pauses for its reset.
+    assert state.wait_before_next(1000) == 0.0
+    assert read_rate_limit_headers({"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "6m0s"}).wait_before_next(1000) == 360.0
     assert read_rate_limit_headers({"x-ratelimit-remaining-tokens": "10", "x-ratelimit-reset-tokens": "1.5s"}).wait_before_next(50) == 1.5
     assert read_rate_limit_headers({"x-ratelimit-remaining-requests": "3", "retry-after-ms": "250"}).reset_requests == 0.25  # Azure
     assert not read_rate_limit_headers({"content-type": "application/json"}).known
@@ -134,3 +142,56 @@ def test_image_tokens_follow_openais_documented_examples():
     assert image_tokens(4096, 8192, "low") == 85
     assert image_tokens(1536, 512, "high") == 595  # G-VEval's 3-frame strip: 3 x 1 tiles
     assert image_tokens(1280, 720, "auto") == 1105  # one 720p AnyCap frame: 3 x 2 tiles
+
+
+def _tokens_in(charged: list[tuple[float, int]], start: float, end: float) -> int:
+    return sum(tokens for at, tokens in charged if start <= at < end)
+
+
+@pytest.mark.parametrize("reset_meaning", ["oldest", "empty"])
+def test_header_learned_token_pacing_fills_the_token_limit_whatever_reset_means(tmp_path, reset_meaning):
+    """Issue 29: with no CAPJUDGE_TPM, two processes learn the token limit from the headers alone and keep the
+    server's sliding window nearly full after the first window, with no 429s, whether the server's
+    `x-ratelimit-reset-tokens` means "until the oldest entry leaves" or "until the window is empty" (the
+    earlier pacing paused for `reset` whenever the next request did not fit: 0.48 of the limit with the
+    second meaning, 0.84-0.94 with the first at a realistic latency)."""
+    window, per_window = 5.0, 20
+    with OpenAITestServer(latency=0.25) as server:
+        # Charged as OpenAI documents (4 characters a token, max_tokens reserved): about 32 + 40 tokens a request
+        # (40: room for the whole reply, as a real API never answers past max_tokens).
+        server.token_charge, server.reset_meaning, server.rate_window = "openai", reset_meaning, window
+        server.tpm_limit = limit = 72 * per_window
+        results = _judges(server, tmp_path, (35, 35), max_tokens=40, CAPJUDGE_RATE_WINDOW_SECONDS=str(window),
+                          CAPJUDGE_MAX_CONCURRENCY="8")
+        assert [r["judged"] for r in results] == [35, 35]
+        charged = sorted(server.charged)
+    assert all(70 <= tokens <= 74 for _, tokens in charged), "the figure means requests of about 72 tokens"
+    assert server.rate_limited == 0
+    start = charged[0][0]
+    assert charged[-1][0] >= start + 3 * window, "the run must cover two full windows after the first"
+    steady = _tokens_in(charged, start + window, start + 3 * window) / (2 * limit)
+    assert steady >= 0.92, f"steady state used {steady:.3f} of the token limit"
+    busiest = max(_tokens_in(charged, at, at + window) for at, _ in charged)
+    assert busiest <= limit  # and never more than the limit in any window
+
+
+def test_the_apis_count_is_the_authority_over_usage_this_machine_does_not_see(tmp_path):
+    """Issue 29: two judges that share no budget (two machines, or two jobs on one key) each see the other only
+    through the API's `remaining`; taking `limit - remaining` as the authority keeps both under the limit
+    (without it, each would pace to the whole limit and half the requests would meet a 429)."""
+    window, per_window = 4.0, 20
+    with OpenAITestServer(latency=0.1) as server:
+        server.token_charge, server.rate_window = "openai", window
+        server.tpm_limit = limit = 72 * per_window
+        results = _judges(server, tmp_path, (40, 40), max_tokens=40, shared_budget=False,
+                          CAPJUDGE_RATE_WINDOW_SECONDS=str(window), CAPJUDGE_MAX_CONCURRENCY="4")
+        assert [r["judged"] for r in results] == [40, 40]
+        charged = sorted(server.charged)
+        requests = len(server.log)
+    # Before the first replies neither knows a limit; after, each counts the other's use: 1 429 in ~80 here,
+    # where pacing that ignored the API's count met 6.
+    assert server.rate_limited <= 2, (server.rate_limited, requests)
+    busiest = max(_tokens_in(charged, at, at + window) for at, _ in charged)
+    assert busiest <= limit
+    start = charged[0][0]
+    assert _tokens_in(charged, start + window, start + 2 * window) >= 0.8 * limit  # and the limit is still used

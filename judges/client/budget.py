@@ -11,9 +11,17 @@ machine shares (a folder per judge endpoint and model, beside the reply cache):
   a sliding window of the requests sent, in SQLite (each admission is one IMMEDIATE transaction, so two
   processes cannot both take the last place). A request is admitted only if the window's count and tokens
   stay within the limits with it, and no sooner than even pacing allows (GCRA: the window's budget spread
-  over the window, 1/60 of it allowed ahead); its estimated tokens are replaced by the usage the API reports.
-- a pause every process honours: set when the headers say a window is exhausted, or on a 429 with
-  Retry-After, so the other ranks do not run into the same wall.
+  over the window, 1/60 of it allowed ahead); its estimated prompt tokens are replaced by the prompt tokens
+  the API reports, its reply by the `max_tokens` reservation (what the API counts at admission, whatever
+  the reply's length).
+- the API's own count is the authority: when a reply's headers say how much of a limit is used
+  (`limit - remaining`) and that is more than this window holds (other clients of the key, another machine,
+  a charge above the estimate), the difference is recorded as usage from outside and counted like any
+  request, for a whole window from when it was seen: both meanings of `x-ratelimit-reset-*` in the wild
+  ("until the oldest entry leaves" and "until the window is empty") free that usage within a window, so
+  this never depends on which one a server means (see reconcile).
+- a pause every process honours: set on a 429 with Retry-After, or when the headers say a window is
+  exhausted and name no limit to pace by, so the other ranks do not run into the same wall.
 
 Several machines share nothing here: give each its share of the account's limits.
 """
@@ -38,6 +46,7 @@ SCHEMA = """
 CREATE TABLE IF NOT EXISTS sent (id INTEGER PRIMARY KEY, at REAL NOT NULL, tokens INTEGER NOT NULL);
 CREATE INDEX IF NOT EXISTS sent_at ON sent (at);
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS outside (at REAL NOT NULL, requests INTEGER NOT NULL, tokens INTEGER NOT NULL);
 """
 _POLL_MIN = 0.002
 _POLL_MAX = 0.25  # between tries for a free slot
@@ -149,21 +158,20 @@ class MachineBudget:
         db.execute("BEGIN IMMEDIATE")
         try:
             db.execute("DELETE FROM sent WHERE at <= ?", (now - window,))
+            db.execute("DELETE FROM outside WHERE at <= ?", (now - window,))
             paused = db.execute("SELECT value FROM meta WHERE key = 'pause_until'").fetchone()
             if paused is not None and paused[0] > now:
                 db.execute("COMMIT")
                 return float(paused[0] - now)
-            rows = db.execute("SELECT at, tokens FROM sent ORDER BY at").fetchall()
-            count, used = len(rows), sum(row[1] for row in rows)
+            # (time, requests, tokens), oldest first: this machine's requests and the usage seen from outside.
+            rows = db.execute("SELECT at, 1, tokens FROM sent UNION ALL SELECT at, requests, tokens FROM outside "
+                              "ORDER BY 1").fetchall()
+            count, used = sum(row[1] for row in rows), sum(row[2] for row in rows)
             wait = 0.0
             if rpm is not None and count + 1 > rpm:
-                wait = max(wait, rows[count - rpm][0] + window - now)  # when enough of the oldest leave
+                wait = max(wait, _when_freed(rows, 1, count + 1 - rpm) + window - now)  # when enough of the oldest leave
             if tpm is not None and rows and used + tokens > tpm:
-                freed, index = used + tokens - tpm, 0
-                while freed > 0 and index < len(rows):
-                    freed -= rows[index][1]
-                    index += 1
-                wait = max(wait, rows[index - 1][0] + window - now)
+                wait = max(wait, _when_freed(rows, 2, used + tokens - tpm) + window - now)
             # Even pacing inside the window (GCRA): APIs enforce per-minute limits over shorter slices too
             # (OpenAI: "60,000 requests/minute may be enforced as 1,000 requests/second"), so a minute's
             # budget sent in one burst would meet 429s. Each request moves a theoretical arrival time on by
@@ -204,6 +212,35 @@ class MachineBudget:
                 if self.tpm is not None:
                     shift = self.limits.window * (actual_tokens - row[0]) / self.tpm
                     db.execute("UPDATE meta SET value = value + ? WHERE key = 'tat_tokens'", (shift,))
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+
+    def reconcile(self, seen_at: float, used_requests: int | None, used_tokens: int | None) -> None:
+        """Take the API's count as the authority: `used_*` is what a reply's headers say the API has counted
+        (`limit - remaining`) when it admitted a request that was sent at `seen_at` or later. Whatever of that
+        this window does not hold is usage from outside, recorded now (never before the API counted it) and
+        counted for a whole window.
+
+        This window is compared from `seen_at - window` on, with every request sent since, even those the
+        API had not seen yet: an overcount here only makes the outside share smaller, never a request go
+        early because of it."""
+        if used_requests is None and used_tokens is None:
+            return
+        db = self._db()
+        now = time.time()
+        since = seen_at - self.limits.window
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            ours_requests, ours_tokens = db.execute(
+                "SELECT COUNT(*), COALESCE(SUM(tokens), 0) FROM sent WHERE at > ?", (since,)).fetchone()
+            outside_requests, outside_tokens = db.execute(
+                "SELECT COALESCE(SUM(requests), 0), COALESCE(SUM(tokens), 0) FROM outside WHERE at > ?", (since,)).fetchone()
+            extra_requests = max(0, (used_requests or 0) - ours_requests - outside_requests)
+            extra_tokens = max(0, (used_tokens or 0) - ours_tokens - outside_tokens)
+            if extra_requests or extra_tokens:
+                db.execute("INSERT INTO outside (at, requests, tokens) VALUES (?, ?, ?)", (now, extra_requests, extra_tokens))
             db.execute("COMMIT")
         except BaseException:
             db.execute("ROLLBACK")
@@ -266,6 +303,15 @@ class _OpenSlotFile:
     def __del__(self) -> None:
         if self.fd >= 0:
             os.close(self.fd)
+
+
+def _when_freed(rows: list[tuple[float, int, int]], column: int, amount: int) -> float:
+    """The time of the entry (oldest first) by whose leaving `amount` of `column` has left the window."""
+    for at, *counts in rows:
+        amount -= counts[column - 1]
+        if amount <= 0:
+            return at
+    return rows[-1][0]
 
 
 def _lowest(*values: int | None) -> int | None:

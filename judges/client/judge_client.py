@@ -274,11 +274,12 @@ class JudgeClient:
             try:
                 with self._slots, self.budget.slot():
                     ticket = self.budget.admit(lambda: tokens().total)
+                    sent_at = time.time()
                     reply, limits = self._request_once(body)
                     if ticket is not None:
                         # As an API's limiter counts it: the prompt as it counted it, the reply as reserved.
                         self.budget.settle(ticket, reply.usage.prompt_tokens + max(tokens().reply, reply.usage.completion_tokens))
-                self._pace(limits, lambda: tokens().total)
+                self._pace(limits, sent_at, lambda: tokens().total)
             except TransportError as error:
                 attempts.append(Attempt(error.outcome, time.monotonic() - started, sample_index, self.redact(error.detail)[:200]))
                 last_error = error
@@ -305,12 +306,14 @@ class JudgeClient:
             last_error.outcome, f"gave up after {self.config.max_attempts} attempts; last: {last_error.detail}"
         )
 
-    def _pace(self, limits: RateLimitState, tokens: Callable[[], int]) -> None:
+    def _pace(self, limits: RateLimitState, sent_at: float, tokens: Callable[[], int]) -> None:
         """Follow the API's rate-limit headers: its limits cap the shared windows (where ours are not lower),
-        and an exhausted window pauses every process until it resets."""
+        its count (limit - remaining) is the authority over what the windows hold, and a window it counts
+        down without naming its limit pauses every process when exhausted."""
         if not limits.known:
             return
         self.budget.learn(limits.limit_requests, limits.limit_tokens)
+        self.budget.reconcile(sent_at, limits.used_requests, limits.used_tokens)
         self.budget.pause_all(limits.wait_before_next(tokens()))
 
     def _backoff(self, attempt_number: int, retry_after: float | None) -> float:

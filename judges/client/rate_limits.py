@@ -73,16 +73,31 @@ class RateLimitState:
     def known(self) -> bool:
         return any(value is not None for value in self.__dict__.values())
 
+    @property
+    def used_requests(self) -> int | None:
+        """What the API has counted against the request limit (None unless it sent the limit and the rest)."""
+        return _used(self.limit_requests, self.remaining_requests)
+
+    @property
+    def used_tokens(self) -> int | None:
+        return _used(self.limit_tokens, self.remaining_tokens)
+
     def wait_before_next(self, next_tokens: int) -> float:
-        """How long every process should hold off before the next request, by these headers: until the
-        request window resets when none is left, until the token window resets when the next request's
-        estimate does not fit. 0 when the headers allow it now."""
+        """How long every process should hold off before the next request, by these headers, for a limit the
+        API counts down without naming it (Azure sends `remaining` alone): until the request window resets
+        when none is left, until the token window resets when the next request's estimate does not fit. A
+        limit that is named is paced by the shared window instead (MachineBudget.reconcile), which needs no
+        reading of `reset`, whose meaning differs between APIs. 0 when nothing is to wait for."""
         wait = 0.0
-        if self.remaining_requests is not None and self.remaining_requests <= 0:
+        if self.limit_requests is None and self.remaining_requests is not None and self.remaining_requests <= 0:
             wait = max(wait, self.reset_requests if self.reset_requests is not None else 1.0)
-        if self.remaining_tokens is not None and self.remaining_tokens < next_tokens:
+        if self.limit_tokens is None and self.remaining_tokens is not None and self.remaining_tokens < next_tokens:
             wait = max(wait, self.reset_tokens if self.reset_tokens is not None else 1.0)
         return wait
+
+
+def _used(limit: int | None, remaining: int | None) -> int | None:
+    return None if limit is None or remaining is None else max(0, limit - remaining)
 
 
 def read_rate_limit_headers(headers: Mapping[str, str]) -> RateLimitState:

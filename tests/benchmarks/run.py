@@ -620,6 +620,63 @@ def rate_limits() -> Section:
     return section
 
 
+@benchmark("tokens_from_headers")
+def tokens_from_headers() -> Section:
+    """Issue 29: token-limited judging with no CAPJUDGE_TPM, the limit learned from the headers alone, against a
+    server charging as OpenAI documents and meaning either thing by x-ratelimit-reset-tokens; 1 and 2 processes."""
+    import json
+    import subprocess
+
+    from harness_runs import TEXT_JUDGE_SCRIPT
+
+    window, requests_per_window, words, max_tokens = 60.0, 119, 200, 800
+    section = Section(f"Tokens from headers alone: no CAPJUDGE_TPM, {requests_per_window} requests' worth of tokens per "
+                      f"{window:.0f} s window, requests of ~1,060 tokens")
+    for meaning in ("oldest", "empty"):
+        for processes in (1, 2):
+            name = f"reset_{meaning}_{processes}_process{'es' if processes > 1 else ''}"
+            # The limit in tokens: what one request is charged (measured on a probe run's first request) x 119.
+            per_request = None
+            with tempfile.TemporaryDirectory() as tmp:
+                limit = None
+                for attempt in ("probe", "run"):
+                    flags = ("--charge", "openai", "--reset-meaning", meaning, "--rate-window", str(window))
+                    flags += ("--tpm", str(limit)) if limit else ("--tpm", "100000000")
+                    with ServerProcess(*flags, latency=0.2) as server:
+                        env = {**os.environ, "OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "bench",
+                               "CAPJUDGE_CACHE": str(Path(tmp) / attempt / "cache.sqlite"), "CAPJUDGE_MAX_CONCURRENCY": "16"}
+                        count = 1 if attempt == "probe" else int(2.3 * requests_per_window / processes)
+                        started = time.perf_counter()
+                        children = [subprocess.Popen([sys.executable, "-c", TEXT_JUDGE_SCRIPT, str(count), str(10000 * (k + 1)),
+                                                      str(words), str(max_tokens)], env=env, stdout=subprocess.PIPE, text=True)
+                                    for k in range(processes if attempt == "run" else 1)]
+                        judged = sum(json.loads(child.communicate()[0].strip().splitlines()[-1])["judged"] for child in children)
+                        elapsed = time.perf_counter() - started
+                        stats = server.stats()
+                    if attempt == "probe":
+                        per_request = stats["charged"][0][1]
+                        limit = per_request * requests_per_window
+            charged = sorted(tuple(entry) for entry in stats["charged"])
+            start = charged[0][0]
+            steady = sum(tokens for at, tokens in charged if start + window <= at < start + 2 * window) / limit
+            busiest = max(sum(t for b, t in charged if a <= b < a + window) for a, _ in charged) / limit
+            section.figures += [
+                Figure(f"{name}_judged", judged, "items", f"{elapsed:.0f} s; {per_request} tokens a request, limit {limit}"),
+                Figure(f"{name}_second_window_vs_token_limit", steady, "ratio", "steady state; target >= 0.95"),
+                Figure(f"{name}_busiest_window_vs_token_limit", busiest, "ratio", "never > 1"),
+                Figure(f"{name}_429_share", stats["rate_limited"] / max(1, stats["requests"]), "ratio", "target <= 0.01"),
+            ]
+    section.text = ("`tests/openai_server.py --tpm N --rate-window 60 --charge openai --reset-meaning oldest|empty`: "
+                    "prompt at 4 characters a token plus max_tokens reserved, a sliding 60 s window, 429 above it, "
+                    "x-ratelimit-* on every reply; `reset` means until the oldest entry leaves, or until the window is "
+                    "empty (OpenAI's documented wording). The clients (1 or 2 `python -c` judges sharing one budget) "
+                    "are given no limit: they learn it from the headers and take `limit - remaining` as the authority "
+                    "(capjudge.judges.client.budget.MachineBudget.reconcile). Steady state = tokens charged in the "
+                    "second window over the limit. Before issue 29 the client paused for `reset` whenever the next "
+                    "request did not fit: 0.48 of the limit with the `empty` meaning (measured at a 10 s window).")
+    return section
+
+
 def write_markdown(sections: list[Section], path: Path, command: str) -> None:
     lines = [
         "# capjudge benchmarks",
