@@ -104,5 +104,13 @@ MSVD_EVAL_JSON ?= ../shared/data/msvd_eval/MSVD-Eval.json
 msvd-local-judge: setup
 	$(PY) tests/benchmarks/msvd_local_judge.py --msvd-eval $(MSVD_EVAL_JSON)
 
+# The embedded local judge on a fixed stratified subset of VATEX-EVAL (10 clips = 60 rated candidates, 2 per
+# clip-mean-rating quintile, seed 0; about 15 minutes here): not part of `make test`. Writes
+# results/vatex_local_judge.md. VATEX_EVAL_JSON: VATEX-EVAL's vid_cans_score_dict.json.
+.PHONY: vatex-local-judge
+VATEX_EVAL_JSON ?= ../shared/data/vatex_eval/vid_cans_score_dict.json
+vatex-local-judge: setup
+	$(PY) tests/benchmarks/vatex_local_judge.py --vatex-eval $(VATEX_EVAL_JSON)
+
 clean:
 	rm -rf $(VENV) $(MIN_VENV)

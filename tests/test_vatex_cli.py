@@ -154,3 +154,11 @@ def test_bad_arguments_exit_2(vatex, tmp_path):
     folder.mkdir()
     empty = run_capjudge("vatex", str(path), str(folder), "--resamples", "0")
     assert empty.returncode == 2 and str(folder) in empty.stderr and len(empty.stderr.strip().splitlines()) == 1
+
+
+def test_cache_dir_without_baselines_is_a_usage_error(vatex, tmp_path):
+    path, _ = vatex
+    result = run_capjudge("vatex", str(path), "--cache-dir", str(tmp_path), "--resamples", "0")
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.strip() == "capjudge vatex: --cache-dir applies to --baselines"
+    assert list(tmp_path.iterdir()) == []  # nothing computed, nothing cached

@@ -13,6 +13,11 @@ run never reached, is left out and counted, never scored 0). Caption length in w
 candidates themselves, is correlated over the same candidates with the same clip resamples: a sanity row that
 shows how much of a scorer's agreement length alone would give. The human ceiling (each annotator against the
 mean of the other two) is over those candidates too, so every row of one report describes the same items.
+
+With ``baselines`` (``capjudge vatex --baselines``: BLEU-1, BLEU-4, METEOR, ROUGE-L, CIDEr with 1 and 9
+references, :mod:`capjudge.metrics.human_correlation.vatex_baselines`), each baseline is one more scorer,
+correlated the same way over the same candidates; the table prints them as rows of their own table, one column
+per protocol coefficient.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from capjudge.metrics.files.jsonl import numbered_objects
 from capjudge.metrics.files.runs import LeaderboardError, TaskRun, read_runs
 from capjudge.metrics.files.values import NotANumber, item_number
 from capjudge.metrics.human_correlation.vatex_eval import VatexCandidate, clip_ids, ratings_matrix
+from capjudge.metrics.human_correlation.vatex_published import PublishedFigure, published_figures, published_to_table
 from capjudge.metrics.human_correlation.vatex_protocols import (
     ProtocolResult,
     VatexProtocolError,
@@ -51,6 +57,7 @@ _TABLE_LABELS = {
     "human_ceiling": "human ceiling",
 }
 _COEFFICIENT_LABELS = {"kendall_b": "tau-b", "kendall_c": "tau-c", "spearman": "rho"}
+_SHORT_LABELS = {"emscore_per_annotator": "EMScore", "gveval_pooled": "pooled", "gveval_mean_rating": "mean rating"}
 
 
 class VatexReportError(ValueError):
@@ -82,6 +89,9 @@ class VatexReport:
     ci_method: str
     scorers: tuple[ScorerCorrelations, ...]  # the scorer (when given), then caption length
     human_ceiling: ProtocolResult
+    baselines: tuple[ScorerCorrelations, ...] = ()  # the classic baselines, when asked for
+    # Published figures of other scorers, with their sources: printed beside ours, never computed or tuned here.
+    published: tuple[PublishedFigure, ...] = ()
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -181,23 +191,25 @@ def _split_item_key(key: str) -> tuple[str, int]:
 
 
 def build_report(data: str | Path, candidates: Sequence[VatexCandidate], scorer: Scorer | None,
-                 settings: BootstrapSettings) -> VatexReport:
-    """Every protocol for the scorer (if any) and for caption length, and the human ceiling, over the
-    candidates the scorer has a value for, all on one set of clip resamples."""
+                 settings: BootstrapSettings, baselines: Sequence[Scorer] = ()) -> VatexReport:
+    """Every protocol for the scorer (if any), for caption length and for each baseline, and the human
+    ceiling, over the candidates the scorer has a value for, all on one set of clip resamples."""
     length = length_scorer(candidates)
     keep = np.isfinite(scorer.values) if scorer is not None else np.ones(len(candidates), dtype=bool)
     if keep.sum() < 2:
         raise VatexReportError(f"{scorer.source if scorer else data}: fewer than 2 candidates have a score")
     ratings = ratings_matrix(candidates)[keep]
     clips = clip_ids(candidates)[keep]
-    correlated = []
-    for each in ([scorer] if scorer is not None else []) + [length]:
+
+    def correlate(each: Scorer) -> ScorerCorrelations:
         try:
             design = clustered_design(each.values[keep], ratings, clips, settings)
         except VatexProtocolError as error:  # e.g. a scorer that gives every candidate the same value
             raise VatexReportError(f"{each.source}: {error}") from None
         protocols = (emscore_protocol(design), gveval_pooled_protocol(design), gveval_mean_rating_protocol(design))
-        correlated.append(ScorerCorrelations(each.name, each.source, protocols))
+        return ScorerCorrelations(each.name, each.source, protocols)
+
+    correlated = [correlate(each) for each in ([scorer] if scorer is not None else []) + [length]]
     ceiling = human_ceiling(clustered_design(None, ratings, clips, settings))
     return VatexReport(
         data=str(data),
@@ -207,6 +219,8 @@ def build_report(data: str | Path, candidates: Sequence[VatexCandidate], scorer:
         ci_method=ceiling.ci_method,
         scorers=tuple(correlated),
         human_ceiling=ceiling,
+        baselines=tuple(correlate(each) for each in baselines),
+        published=published_figures(),
     )
 
 
@@ -225,7 +239,6 @@ def report_to_table(report: VatexReport) -> str:
         for position, protocol in enumerate(report.scorers[0].protocols)
         for statistic in protocol.statistics
     ]
-    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
     ceiling = report.human_ceiling
     lines = [
         f"VATEX-EVAL ({report.data}): {report.n_candidates:,} candidates of {report.n_clips:,} clips, 3 annotators"
@@ -233,16 +246,44 @@ def report_to_table(report: VatexReport) -> str:
         *(f"scorer: {s.name}, from {s.source}" for s in report.scorers),
         f"Coefficients x 100; [low, high] = {report.ci_method}",
         "",
-        "  ".join(cell.ljust(width) for cell, width in zip(header, widths)).rstrip(),
-        "  ".join("-" * width for width in widths),
-        *("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows),
+        *_aligned(header, rows),
         "",
+        *_baseline_table(report),
         f"{_TABLE_LABELS[ceiling.protocol]}: "
         + "  ".join(f"{_COEFFICIENT_LABELS[s.name]} {_cell(s)}" for s in ceiling.statistics),
         "",
         *(f"- {p.description} ({p.n_rows:,} rows per coefficient)" for p in (*report.scorers[0].protocols, ceiling)),
     ]
+    if report.published:
+        lines += ["", published_to_table(report.published).rstrip("\n")]
     return "\n".join(lines) + "\n"
+
+
+def _baseline_table(report: VatexReport) -> list[str]:
+    """The baselines as rows (ten of them would not fit as columns), one column per protocol coefficient, the
+    coefficients in the main table's order; each distinct source once above the table."""
+    if not report.baselines:
+        return []
+    protocols = report.baselines[0].protocols
+    header = ["classic baseline", *(f"{_SHORT_LABELS[p.protocol]} {_COEFFICIENT_LABELS[s.name]}"
+                                     for p in protocols for s in p.statistics)]
+    rows = [[b.name, *(_cell(s) for p in b.protocols for s in p.statistics)] for b in report.baselines]
+    return [
+        *(f"baselines: {source}" for source in dict.fromkeys(b.source for b in report.baselines)),
+        "",
+        *_aligned(header, rows),
+        "",
+    ]
+
+
+def _aligned(header: list[str], rows: list[list[str]]) -> list[str]:
+    """A plain-text table: columns padded to their widest cell, a dashed rule under the header."""
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+    return [
+        "  ".join(cell.ljust(width) for cell, width in zip(header, widths)).rstrip(),
+        "  ".join("-" * width for width in widths),
+        *("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows),
+    ]
 
 
 def _cell(statistic: Any) -> str:

@@ -2,13 +2,17 @@
 
     capjudge vatex ../shared/data/vatex_eval/vid_cans_score_dict.json results/ [--metric gveval_mean]
     capjudge vatex vid_cans_score_dict.json scores.jsonl --format json
+    capjudge vatex vid_cans_score_dict.json [SCORER] --baselines [--cache-dir DIR]
 
 SCORER is a run folder (or results JSON) of a VATEX task (gveval_vatex_references, gveval_vatex, ...), or a JSONL
 of {"clip_id": ..., "candidate_index": ..., "score": ...}. Without it, caption length and the human ceiling
 only. Printed: EMScore's per-annotator protocol (tau-b, Spearman), G-VEval's pooled protocol (tau-b, tau-c), the
 mean-rating variant, caption length as a sanity row and the human ceiling, each with a bootstrap interval
-clustered by clip (metrics/human_correlation/vatex_report.py). Exit codes: 0 success; 2 bad input, in one line
-naming the file (and line or item) and the problem.
+clustered by clip (metrics/human_correlation/vatex_report.py). --baselines adds BLEU-1, BLEU-4, METEOR, ROUGE-L
+and CIDEr with 1 and with 9 references (pycocoevalcap, as the field computes them), computed once per content
+and cached in --cache-dir (metrics/human_correlation/vatex_baselines.py). Exit codes: 0 success; 1 the
+baselines cannot be computed here (pycocoevalcap or Java missing); 2 bad input, in one line naming the file
+(and line or item) or flag and the problem.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from typing import Any
 
 from capjudge.tasks.cli.reliability import resampling_problem
 
+EXIT_UNAVAILABLE = 1
 EXIT_BAD_INPUT = 2
 
 
@@ -35,17 +40,25 @@ def register(groups: Any) -> None:
     parser.add_argument("--resamples", type=int, default=1000, help="clip-clustered bootstrap resamples (0: no CIs)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--format", choices=("table", "json"), default="table")
+    parser.add_argument("--baselines", action="store_true",
+                        help="add BLEU-1/4, METEOR, ROUGE-L, CIDEr with 1 and 9 references (cached by content)")
+    parser.add_argument("--cache-dir", type=Path, default=None,
+                        help="where --baselines caches its scores (default ~/.cache/capjudge/vatex_baselines)")
     parser.set_defaults(func=_run)
 
 
 def _run(args: argparse.Namespace) -> int:
+    from capjudge.metrics.files.outputs import OutputError
+    from capjudge.metrics.human_correlation.baselines import BaselineUnavailable
+    from capjudge.metrics.human_correlation.vatex_baselines import DEFAULT_CACHE_DIR, baseline_scorers
     from capjudge.metrics.human_correlation.vatex_eval import VatexEvalError, load_vatex_eval
     from capjudge.metrics.human_correlation.vatex_report import (
         VatexReportError, build_report, read_scorer, report_to_json, report_to_table,
     )
     from capjudge.metrics.statistics.correlation import BootstrapSettings
 
-    problem = resampling_problem(args)
+    problem = resampling_problem(args) or (
+        "--cache-dir applies to --baselines" if args.cache_dir is not None and not args.baselines else None)
     if problem:
         print(f"capjudge vatex: {problem}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -54,14 +67,25 @@ def _run(args: argparse.Namespace) -> int:
             raise VatexReportError(f"{args.data}: no such file")
         candidates = load_vatex_eval(args.data)
         scorer = read_scorer(args.scorer, candidates, metric=args.metric, task=args.task) if args.scorer else None
-        report = build_report(args.data, candidates, scorer, BootstrapSettings(n_resamples=args.resamples, seed=args.seed))
+        baselines = (baseline_scorers(candidates, args.cache_dir or DEFAULT_CACHE_DIR, str(args.data), say=_say)
+                     if args.baselines else [])
+        report = build_report(args.data, candidates, scorer, BootstrapSettings(n_resamples=args.resamples, seed=args.seed),
+                              baselines)
     except VatexEvalError as error:  # names the clip; the file is named here when the message does not
         message = str(error)
         print(f"capjudge vatex: {message if message.startswith(str(args.data)) else f'{args.data}: {message}'}",
               file=sys.stderr)
         return EXIT_BAD_INPUT
-    except VatexReportError as error:
+    except (VatexReportError, OutputError) as error:
         print(f"capjudge vatex: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except BaselineUnavailable as error:
+        print(f"capjudge vatex: baselines unavailable: {error}", file=sys.stderr)
+        return EXIT_UNAVAILABLE
     sys.stdout.write(report_to_json(report) + "\n" if args.format == "json" else report_to_table(report))
     return 0
+
+
+def _say(line: str) -> None:
+    """Progress and cache notes go to stderr: stdout is the report (JSON with --format json)."""
+    print(f"capjudge vatex: {line}", file=sys.stderr, flush=True)
