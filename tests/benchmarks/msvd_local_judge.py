@@ -28,12 +28,12 @@ import argparse
 import json
 import os
 import shutil
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # run as a script: its folder's helpers
+from timed_steps import timed_step  # noqa: E402
 TASK = "gveval_references"
 DIMENSIONS = ("accuracy", "completeness", "conciseness", "relevance")
 
@@ -65,9 +65,9 @@ def main(argv: list[str] | None = None) -> int:
         judge_label = f"{local.model} (llama.cpp, embedded; constrained output)"
 
         one_reply = out / "runs_k1"
-        steps.append(_timed("judge all items, k = 1", _lmms_eval(one_reply), env))
+        steps.append(timed_step("judge all items, k = 1", _lmms_eval(one_reply), env))
         k3 = out / "runs_k3"
-        steps.append(_timed(f"judge the first {args.retest_items} items, k = 3",
+        steps.append(timed_step(f"judge the first {args.retest_items} items, k = 3",
                             _lmms_eval(k3, limit=args.retest_items), {**env, "CAPJUDGE_JUDGE_SAMPLES": "3"}))
 
     scores_file = out / "judge_scores.jsonl"
@@ -76,13 +76,13 @@ def main(argv: list[str] | None = None) -> int:
     correlate = [sys.executable, "-m", "capjudge.tasks.cli", "correlate", "--msvd-eval", str(args.msvd_eval.resolve()),
                  "--judge-scores", str(scores_file), "--baselines", "--bootstrap", str(args.bootstrap),
                  "--format", "json", "--output", str(correlation_json)]
-    steps.append(_timed("correlate with the human ratings (+ baselines, ceiling)", correlate, env))
+    steps.append(timed_step("correlate with the human ratings (+ baselines, ceiling)", correlate, env))
     correlation_md = out / "correlation.md"
     markdown = correlate[:-4] + ["--format", "markdown", "--output", str(correlation_md), "--plot", str(out / "plots")]
-    steps.append(_timed("the same report as markdown, and its plots", markdown, env))
+    steps.append(timed_step("the same report as markdown, and its plots", markdown, env))
     reliability_md = out / "reliability.md"
     reliability = [sys.executable, "-m", "capjudge.tasks.cli", "reliability", str(k3), "--task", TASK]
-    steps.append(_timed("test-retest on the k = 3 run", reliability, env, stdout_to=reliability_md))
+    steps.append(timed_step("test-retest on the k = 3 run", reliability, env, stdout_to=reliability_md))
 
     summary = render_summary(json.loads(correlation_json.read_text()), correlation_md.read_text(),
                              reliability_md.read_text(), steps, n_scored, judge_label, args)
@@ -97,23 +97,6 @@ def _lmms_eval(output: Path, limit: int | None = None) -> list[str]:
                "--tasks", TASK, "--include_path", str(REPO / "tasks"), "--output_path", str(output),
                "--log_samples", "--verbosity", "WARNING"]
     return command + (["--limit", str(limit)] if limit is not None else [])
-
-
-def _timed(what: str, command: list[str], env: dict[str, str], stdout_to: Path | None = None) -> tuple[str, str, float]:
-    print(f"== {what}: {' '.join(command)}", flush=True)
-    started = time.monotonic()
-    if stdout_to is None:
-        done = subprocess.run(command, env=env, cwd=REPO)
-    else:
-        with open(stdout_to, "w", encoding="utf-8") as handle:
-            done = subprocess.run(command, env=env, cwd=REPO, stdout=handle)
-    if done.returncode != 0:
-        raise SystemExit(f"step failed ({what}), exit {done.returncode}: {' '.join(command)}")
-    return what, " ".join(_shorten(part) for part in command), time.monotonic() - started
-
-
-def _shorten(part: str) -> str:
-    return part.replace(str(REPO) + "/", "").replace(sys.executable, "python")
 
 
 def write_judge_scores(run_folder: Path, path: Path) -> int:

@@ -36,16 +36,16 @@ import argparse
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # run as a script: its folder's helpers
+from timed_steps import timed_step  # noqa: E402
 TASK = "gveval_vatex_references"
 DEFAULT_CLIPS = 10
 DEFAULT_STRATA = 5
@@ -126,16 +126,16 @@ def main(argv: list[str] | None = None) -> int:
         env.pop("CAPJUDGE_JUDGE_SAMPLES", None)
         judge_label = f"{local.model} (llama.cpp, embedded; constrained output)"
         shown = f"CAPJUDGE_VATEX_EVAL_JSON=<the {len(clips)} clips> CAPJUDGE_VATEX_REFERENCES={args.references}"
-        steps.append(_timed(f"judge the {6 * len(clips)} candidates of {len(clips)} clips, k = 1",
+        steps.append(timed_step(f"judge the {6 * len(clips)} candidates of {len(clips)} clips, k = 1",
                             _lmms_eval(out / "runs"), env, shown_env=shown))
 
     report_json, report_table = out / "vatex.json", out / "vatex.txt"
     vatex = [sys.executable, "-m", "capjudge.tasks.cli", "vatex", str(data), str(out / "runs"), "--metric", "gveval_mean",
              "--baselines", "--resamples", str(args.resamples), "--seed", "0"]
     vatex += ["--cache-dir", str(args.cache_dir)] if args.cache_dir else []
-    steps.append(_timed("capjudge vatex (--format json): every protocol, baselines, ceiling",
+    steps.append(timed_step("capjudge vatex (--format json): every protocol, baselines, ceiling",
                         [*vatex, "--format", "json"], env, stdout_to=report_json))
-    steps.append(_timed("capjudge vatex (table)", vatex, env, stdout_to=report_table))
+    steps.append(timed_step("capjudge vatex (table)", vatex, env, stdout_to=report_table))
 
     summary = render_summary(json.loads(report_json.read_text()), report_table.read_text(), clips, steps,
                              judge_label, args)
@@ -149,24 +149,6 @@ def _lmms_eval(output: Path) -> list[str]:
     return [sys.executable, "-m", "lmms_eval", "--model", "captions_file", "--model_args", "field=candidate",
             "--tasks", TASK, "--include_path", str(REPO / "tasks"), "--output_path", str(output),
             "--log_samples", "--verbosity", "WARNING"]
-
-
-def _timed(what: str, command: list[str], env: dict[str, str], stdout_to: Path | None = None,
-           shown_env: str = "") -> tuple[str, str, float]:
-    print(f"== {what}: {' '.join(command)}", flush=True)
-    started = time.monotonic()
-    if stdout_to is None:
-        done = subprocess.run(command, env=env, cwd=REPO)
-    else:
-        with open(stdout_to, "w", encoding="utf-8") as handle:
-            done = subprocess.run(command, env=env, cwd=REPO, stdout=handle)
-    if done.returncode != 0:
-        raise SystemExit(f"step failed ({what}), exit {done.returncode}: {' '.join(command)}")
-    return what, " ".join([shown_env] * bool(shown_env) + [_shorten(part) for part in command]), time.monotonic() - started
-
-
-def _shorten(part: str) -> str:
-    return part.replace(str(REPO) + "/", "").replace(sys.executable, "python")
 
 
 def render_summary(report: dict, table: str, clips: list[ChosenClip], steps: list[tuple[str, str, float]],
