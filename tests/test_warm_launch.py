@@ -1,12 +1,14 @@
 """The warm launcher (tests/warm_launch.py) against real capjudge commands: a warm child must give what the
 real command line gives (exit status, stdout, stderr, traceback), see exactly the environment and working
-directory it is given, and die at its timeout."""
+directory it is given, and die at its timeout; the task index its server builds once is the one lmms-eval
+builds."""
 
 from __future__ import annotations
 
 import json
 import os
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -103,3 +105,28 @@ def test_a_warm_child_past_its_timeout_is_killed_and_raises(tmp_path, server):
     assert expired.value.timeout == 3
     assert time.monotonic() - started < 15
     assert _processes_working_in(tmp_path) == []
+
+
+_INDEX_CHECK = """
+import json, sys
+sys.path.insert(0, sys.argv[1])
+import warm_task_index as remembered
+fresh = remembered.index_lmms_eval_builds(remembered.bare_task_manager(), remembered.LMMS_EVAL_TASKS)
+from lmms_eval.tasks import TaskManager
+first = TaskManager._get_task_and_group(remembered.bare_task_manager(), remembered.LMMS_EVAL_TASKS)
+first["gveval_references"] = "changed by a run"  # a run that changes its copy changes no other run's
+second = TaskManager._get_task_and_group(remembered.bare_task_manager(), remembered.LMMS_EVAL_TASKS)
+print(json.dumps({"tasks": len(fresh), "equal": second == fresh, "own_copy": second is not first,
+                  "patched": TaskManager._get_task_and_group.__module__}))
+"""
+
+
+def test_the_task_index_the_warm_server_builds_once_is_the_one_lmms_eval_builds():
+    """tests/warm_task_index.py: lmms-eval's own task folder indexed once in the server, by lmms-eval's code,
+    and each run given its own copy (in a subprocess: the patch must not reach this test process)."""
+    done = subprocess.run([sys.executable, "-c", _INDEX_CHECK, str(REPO_ROOT / "tests")], capture_output=True,
+                          text=True, timeout=300, cwd=REPO_ROOT)
+    assert done.returncode == 0, done.stderr[-3000:]
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    assert found["tasks"] > 1000  # lmms-eval's own tasks, not an empty folder
+    assert found == {"tasks": found["tasks"], "equal": True, "own_copy": True, "patched": "warm_task_index"}

@@ -44,7 +44,8 @@ MODULES: dict[str, str] = {"lmms_eval": "lmms_eval", "capjudge": "capjudge.tasks
 
 # Imported once in the server, before every module of capjudge's packages (see _preload_modules): these bring
 # torch, transformers, accelerate, datasets and lmms_eval.tasks, whose imports are most of a launch's cost.
-PRELOAD = ("warm_launch", "lmms_eval.__main__", "lmms_eval.cli.dispatch")
+# warm_task_index: lmms-eval's index of its own task YAMLs, built once in the server (see that module).
+PRELOAD = ("warm_launch", "lmms_eval.__main__", "lmms_eval.cli.dispatch", "warm_task_index")
 CAPJUDGE_PACKAGES = ("capjudge.judges", "capjudge.metrics", "capjudge.tasks")
 
 # Set in the server's environment (never the test process's own): its import-time reads must not reach the
@@ -107,7 +108,11 @@ def _ensure_server() -> None:
         _scratch.mkdir(parents=True, exist_ok=True)
         _base_sys_path = _interpreter_sys_path()
         multiprocessing.set_forkserver_preload(_preload_modules())
-        server_env = {**SERVER_ENV, "HF_DATASETS_CACHE": str(_scratch / "server_hf_datasets")}
+        # PYTHONPATH: the server imports PRELOAD with a new interpreter's sys.path (multiprocessing's forkserver
+        # does not pass the parent's on to it), so the test modules in it need this folder named; the children
+        # set their own sys.path and environment (without it) before they run anything.
+        server_env = {**SERVER_ENV, "HF_DATASETS_CACHE": str(_scratch / "server_hf_datasets"),
+                      "PYTHONPATH": str(Path(__file__).resolve().parent)}
         saved = {key: os.environ.get(key) for key in server_env}
         os.environ.update(server_env)  # the server inherits the environment at its start, only then
         try:
