@@ -178,3 +178,21 @@ def test_an_unwritable_cache_folder_is_one_line_and_exit_2(subset, tmp_path):
     assert result.returncode == 2, result.stdout
     assert result.stdout == ""
     assert result.stderr.strip() == f"capjudge vatex: --cache-dir {not_a_folder}: is a file, not a folder"
+
+
+@pytest.mark.parametrize("bad", ["Infinity", "NaN", "1e999"])
+def test_a_cache_file_with_a_non_finite_score_is_not_used(tmp_path, bad):
+    """A file under the right key whose scores hold a value no baseline gives (json reads Infinity, NaN, 1e999)
+    is not read as scores: reading it says what is wrong (and vatex_baselines then recomputes and replaces it)."""
+    from capjudge.metrics.human_correlation.vatex_baselines import CACHE_FORMAT, _read_cache, cache_key, pycocoevalcap_version
+    from capjudge.metrics.human_correlation.vatex_eval import VatexCandidate
+
+    candidates = [VatexCandidate("clip_a", i, f"a caption {i}", ("a reference",), (3, 4, 5)) for i in range(2)]
+    key = cache_key(candidates, 1, pycocoevalcap_version())
+    scores = {name: [0.5, 0.25] for name in BASELINE_SCORERS}
+    path = tmp_path / "cache.json"
+    path.write_text(json.dumps({"format": CACHE_FORMAT, "key": key, "scores": scores}))
+    assert _read_cache(path, key, 2)[0] is not None  # the same file with finite scores is read
+    path.write_text(path.read_text().replace("0.25", bad, 1))
+    cached, problem = _read_cache(path, key, 2)
+    assert cached is None and "finite numbers" in problem, problem

@@ -185,8 +185,10 @@ def _read_cache(path: Path, key: str, n_candidates: int) -> tuple[tuple[dict[str
     for name in BASELINE_SCORERS:
         values = scores[name]
         if (not isinstance(values, list) or len(values) != n_candidates
-                or not all(v is None or (isinstance(v, (int, float)) and not isinstance(v, bool)) for v in values)):
-            return None, f"cache file's {name} is not {n_candidates} numbers"
+                or not all(v is None or (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v))
+                           for v in values)):
+            # (json reads Infinity and NaN: neither is a score any baseline gives, so the file was not written here)
+            return None, f"cache file's {name} is not {n_candidates} finite numbers"
         arrays[name] = np.array([math.nan if v is None else v for v in values], dtype=np.float64)
     seconds = raw.get("seconds")
     return (arrays, float(seconds) if isinstance(seconds, (int, float)) else math.nan), ""
