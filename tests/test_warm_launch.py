@@ -108,25 +108,30 @@ def test_a_warm_child_past_its_timeout_is_killed_and_raises(tmp_path, server):
 
 
 _INDEX_CHECK = """
-import json, sys
+import json, os, sys
 sys.path.insert(0, sys.argv[1])
-import warm_task_index as remembered
-fresh = remembered.index_lmms_eval_builds(remembered.bare_task_manager(), remembered.LMMS_EVAL_TASKS)
+import warm_task_index as remembered  # builds lmms-eval's index of its own folder, with lmms-eval's code
 from lmms_eval.tasks import TaskManager
+built = remembered._remembered[remembered.LMMS_EVAL_TASKS]
 first = TaskManager._get_task_and_group(remembered.bare_task_manager(), remembered.LMMS_EVAL_TASKS)
 first["gveval_references"] = "changed by a run"  # a run that changes its copy changes no other run's
 second = TaskManager._get_task_and_group(remembered.bare_task_manager(), remembered.LMMS_EVAL_TASKS)
-print(json.dumps({"tasks": len(fresh), "equal": second == fresh, "own_copy": second is not first,
+ours = os.path.join(sys.argv[2], "tasks")  # any other folder is indexed afresh by lmms-eval's code
+print(json.dumps({"tasks": len(built), "equal": second == built and second is not built, "own_copy": second is not first,
+                  "other_folders": TaskManager._get_task_and_group(remembered.bare_task_manager(), ours)
+                  == remembered.index_lmms_eval_builds(remembered.bare_task_manager(), ours),
                   "patched": TaskManager._get_task_and_group.__module__}))
 """
 
 
 def test_the_task_index_the_warm_server_builds_once_is_the_one_lmms_eval_builds():
     """tests/warm_task_index.py: lmms-eval's own task folder indexed once in the server, by lmms-eval's code,
-    and each run given its own copy (in a subprocess: the patch must not reach this test process)."""
-    done = subprocess.run([sys.executable, "-c", _INDEX_CHECK, str(REPO_ROOT / "tests")], capture_output=True,
-                          text=True, timeout=300, cwd=REPO_ROOT)
+    each run given its own copy, every other folder indexed as lmms-eval does (in a subprocess: the patch must
+    not reach this test process)."""
+    done = subprocess.run([sys.executable, "-c", _INDEX_CHECK, str(REPO_ROOT / "tests"), str(REPO_ROOT)],
+                          capture_output=True, text=True, timeout=300, cwd=REPO_ROOT)
     assert done.returncode == 0, done.stderr[-3000:]
     found = json.loads(done.stdout.strip().splitlines()[-1])
     assert found["tasks"] > 1000  # lmms-eval's own tasks, not an empty folder
-    assert found == {"tasks": found["tasks"], "equal": True, "own_copy": True, "patched": "warm_task_index"}
+    assert found == {"tasks": found["tasks"], "equal": True, "own_copy": True, "other_folders": True,
+                     "patched": "warm_task_index"}
