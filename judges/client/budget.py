@@ -23,7 +23,9 @@ machine shares (a folder per judge endpoint and model, beside the reply cache):
 - a pause every process honours: set on a 429 with Retry-After, or when the headers say a window is
   exhausted and name no limit to pace by, so the other ranks do not run into the same wall.
 
-Several machines share nothing here: give each its share of the account's limits.
+Several machines share no files: each sees the others only through the API's count (`remaining`, reconciled
+after each reply, so they stay under the limit but may meet a 429 between replies); giving each its share
+of the account's limits is the surer way.
 """
 
 from __future__ import annotations

@@ -48,6 +48,3 @@ def published_to_table(figures: tuple[PublishedFigure, ...]) -> str:
         lines.append(f"  source: {citation}. References: {references}. Protocol: {protocol}. Read at {where}.")
     return "\n".join(lines) + "\n"
 
-
-def published_to_json(figures: tuple[PublishedFigure, ...]) -> list[dict[str, object]]:
-    return [figure.__dict__.copy() for figure in figures]
