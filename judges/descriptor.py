@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from capjudge.judges.video import FrameSource, PathLike
 
 FrameLayout = Literal["separate", "strip"]
+ScoreLevel = Literal["interval", "ordinal"]
 
 
 class DescriptorError(RecordError):
@@ -107,6 +108,9 @@ class JudgeDescriptor:
     frames: FrameGeometry | None  # None: the judge reads text only
     reply_grammar: str
     view_reply: Callable[[ReplySample], ReplyView] | None = field(default=None, compare=False)
+    # What the scores are, for statistics that need it (a panel's Krippendorff alpha): "interval" for a
+    # 0-100 scale, "ordinal" for a few ranked grades (AnyCap's 0-4).
+    score_level: ScoreLevel = "interval"
 
     def __post_init__(self) -> None:
         fields = self.reply_fields
@@ -114,6 +118,15 @@ class JudgeDescriptor:
         if unknown or (fields.main is not None and fields.main not in fields.scores):
             raise DescriptorError(f"judge {self.name!r}: reply fields name values it does not declare: "
                                   f"{unknown or [fields.main]}")
+        if self.score_level not in ("interval", "ordinal"):
+            raise DescriptorError(f"judge {self.name!r}: score_level must be 'interval' or 'ordinal', "
+                                  f"got {self.score_level!r}")
+
+    @property
+    def main_metric(self) -> str | None:
+        """The per-item metric backed by the main score (the first one declared, e.g. `gveval_mean`)."""
+        fields = self.reply_fields
+        return next((metric for metric, value in fields.metrics.items() if value == fields.main), None)
 
     def facts(self) -> dict[str, Any]:
         """What readers need, as JSON data: logged with every item so runs read without the judge's code."""
@@ -124,6 +137,7 @@ class JudgeDescriptor:
                              "scores": list(fields.scores), "main": fields.main},
             "frames": self.frames.facts() if self.frames else None,
             "reply_grammar": self.reply_grammar,
+            "score_level": self.score_level,
         }
 
     @classmethod
@@ -141,6 +155,6 @@ class JudgeDescriptor:
             frames = facts.get("frames")
             return cls(str(facts["name"]), str(facts["version"]), str(facts.get("published_model") or ""),
                        reply_fields, FrameGeometry.from_facts(frames) if frames is not None else None,
-                       str(facts.get("reply_grammar") or ""))
+                       str(facts.get("reply_grammar") or ""), score_level=facts.get("score_level", "interval"))
         except (KeyError, TypeError, AttributeError) as error:
             raise DescriptorError(f"judge facts: missing or malformed {error}") from error

@@ -18,11 +18,42 @@ import warm_launch  # noqa: E402
 from harness_runs import run_capjudge_cli  # noqa: E402
 from openai_server import OpenAITestServer  # noqa: E402
 
+# The files whose tests take longest (real-model demos, wheels, lmms-eval runs, Java baselines), longest
+# first. They run before the rest: pytest-xdist's worksteal scheduler hands each worker a contiguous half of
+# the collection and an idle worker steals from the end of another's queue, so with the long tests at the
+# front the run ends on short tests on both workers instead of one worker finishing a 100 s test alone.
+# Order only: a file missing here runs as before, and a stale list costs time, never a result.
+LONGEST_FIRST = (
+    "test_demo_pipeline.py", "test_installed_package.py", "test_reliability_faults.py",
+    "test_multi_process.py", "test_reliability_interrupted.py", "test_vatex_baselines.py", "test_judge_panel.py",
+    "test_budget.py", "test_judge_stage.py", "test_batch_stage.py", "test_correlation_plots.py",
+    "test_leaderboard_noise.py", "test_leaderboard_panel.py", "test_judge_noise.py", "test_prejudge.py",
+    "test_local_server.py",
+)
+
+
+def pytest_collection_modifyitems(config, items):
+    rank = {name: position for position, name in enumerate(LONGEST_FIRST)}
+    position = {id(item): index for index, item in enumerate(items)}
+    items.sort(key=lambda item: (rank.get(item.path.name, len(rank)), position[id(item)]))
+
 
 @pytest.fixture(scope="session", autouse=True)
 def _warm_launch_scratch(tmp_path_factory):
     """Warm launches (tests/warm_launch.py) keep their server's datasets cache and their output files here."""
     warm_launch.use_scratch(tmp_path_factory.mktemp("warm_launch"))
+
+
+@pytest.fixture(scope="session")
+def run_baseline_cache(tmp_path_factory, worker_id):
+    """One classic-baseline cache folder for this test run, shared by every xdist worker of it (the folder
+    above each worker's own temporary root), so the ~20 s pycocoevalcap computation of one content runs once
+    per run wherever it is needed (the cache's lock file makes the other workers wait for it and read it).
+    Never the user's ~/.cache: a test must not read what an earlier run or the user left there."""
+    root = tmp_path_factory.getbasetemp()
+    folder = (root.parent if worker_id != "master" else root) / "baseline_cache"
+    folder.mkdir(exist_ok=True)
+    return folder
 
 
 @pytest.fixture(scope="session")
@@ -61,9 +92,11 @@ def make_client(tmp_path):
         client.close()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def _chromium():
-    """One headless Chromium for the session (tests/browser.py); a missing browser fails the test, never skips it."""
+    """One headless Chromium per test module (tests/browser.py); a missing browser fails the test, never skips
+    it. Not one per session: Playwright's sync API keeps an event loop running in the main thread while it is
+    open, and tests of other modules that start their own (`asyncio.run`) must not find one there."""
     from browser import Browser, BrowserMissing
 
     try:

@@ -196,7 +196,58 @@ def rubric_responder(body: dict[str, Any]) -> Reply:
     return Reply("I am a test server and did not recognise this prompt.")
 
 
-RESPONDERS: dict[str, Responder] = {"rubric": rubric_responder}
+# Three scripted judges with known, different biases (a panel's test: tests/test_judge_panel.py). Each sees the
+# same caption quality as the rubric responder, then adds its bias and its own noise (a stable hash of the
+# caption and the model: the same request always gets the same reply, so a rerun from the cache is exact).
+# A caption with the word "wrong" is poor for every member, but "long" still adds its length bias: a model
+# of long "wrong" captions is ranked above one of short correct captions by "long" and below it by the others
+# (the order flip tests/test_leaderboard_panel.py looks for).
+PANEL_MODELS = ("harsh", "lenient", "long")
+PANEL_NOISE = 3  # G-VEval points either way
+_WRONG = re.compile(r"\bwrong\b", re.IGNORECASE)
+
+
+def panel_scores(model: str, caption: str) -> list[int] | None:
+    """The G-VEval scores (accuracy, completeness, conciseness, relevance) judge `model` gives `caption`."""
+    words = len(caption.split())
+    # With the biases and noise below, never clipped at 0 or 100 unless the caption is "wrong".
+    quality = 10 if _WRONG.search(caption) else min(70, 20 + 2 * words)
+    bias = {"harsh": -20, "lenient": 10, "long": 2 * (words - 12)}.get(model)
+    if bias is None:
+        return None
+    noise = [round((2 * _stable_fraction(f"{model}|{d}|{caption}") - 1) * PANEL_NOISE) for d in range(4)]
+    return [max(0, min(100, quality + bias + n)) for n in noise]
+
+
+def panel_grade(model: str, output: str) -> int | None:
+    """The AnyCap grade (0-4) judge `model` gives a model output."""
+    words = len(output.split())
+    quality = 0 if _WRONG.search(output) else min(3, words // 20)  # the demo's outputs (19-64 words) spread over 0-3
+    bias = {"harsh": -1, "lenient": 1, "long": (words - 40) // 20}.get(model)
+    if bias is None:
+        return None
+    return max(0, min(4, quality + bias))
+
+
+def panel_responder(body: dict[str, Any]) -> Reply:
+    """The scripted judge named by the request's model; any other model gets the rubric responder."""
+    model = str(body.get("model"))
+    text = prompt_text(body)
+    if "Generated Caption:" in text:
+        caption = text.split("Generated Caption:", 1)[1].split("You should first give", 1)[0].strip()
+        scores = panel_scores(model, caption)
+        if scores is not None:
+            return with_logprobs(f"The Accuracy score is α{scores[0]}α.\nThe Completeness score is β{scores[1]}β.\n"
+                                 f"The Conciseness score is ψ{scores[2]}ψ.\nThe Relevance score is δ{scores[3]}δ.")
+    if "Model Output:" in text:
+        output = text.split("Model Output:", 1)[1].split("Reference:", 1)[0].strip()
+        grade = panel_grade(model, output)
+        if grade is not None:
+            return Reply(json.dumps({"score": grade, "reason": f"{model} judge"}))
+    return rubric_responder(body)
+
+
+RESPONDERS: dict[str, Responder] = {"rubric": rubric_responder, "panel": panel_responder}
 
 
 class _Server(ThreadingHTTPServer):

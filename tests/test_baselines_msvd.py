@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from capjudge.metrics.human_correlation.baseline_cache import cached_baselines
 from capjudge.metrics.human_correlation.baselines import BASELINE_SCORERS, BaselineUnavailable, caption_metric_scores, check_requirements
 from capjudge.metrics.human_correlation.msvd_eval import AccrScores, MsvdEvalError, MsvdItem, human_matrix, load_msvd_eval
 
@@ -22,8 +23,10 @@ def msvd_items():
 
 
 @pytest.fixture(scope="module")
-def baseline_scores(msvd_items):
-    return caption_metric_scores(msvd_items)
+def baseline_scores(msvd_items, run_baseline_cache):
+    """MSVD-Eval's baselines as `capjudge correlate --baselines` computes them (computed once per test run,
+    whichever test needs them first; test_correlate_cli checks a cached rerun equals the computation)."""
+    return cached_baselines(msvd_items, "msvd_eval_baselines", run_baseline_cache).baselines
 
 
 def test_loader_returns_typed_items(msvd_items):

@@ -226,6 +226,19 @@ def test_ajudge_many_keeps_input_order(server, make_client):
     assert len(outcomes) == 10 and all(o.ok for o in outcomes)
 
 
+def test_judge_many_works_where_an_event_loop_is_already_running(server, make_client):
+    """A notebook cell (or any async framework) already runs a loop in its thread; judge_many still works."""
+    client = make_client(server)
+
+    async def notebook_cell():
+        asyncio.get_running_loop()  # the situation: a loop is running here
+        return client.judge_many([text_request(f"cell {i}") for i in range(6)], accept_any, judge_version=VERSION)
+
+    outcomes = asyncio.run(notebook_cell())
+    assert len(outcomes) == 6 and all(o.ok for o in outcomes)
+    assert sorted(entry.prompt_text for entry in server.log) == sorted(f"cell {i}" for i in range(6))
+
+
 def test_usage_is_accounted_per_judge(server, make_client):
     client = make_client(server)
     client.judge(text_request("a"), accept_any, judge_version="judge-a/1")

@@ -96,21 +96,43 @@ def test_errors_name_the_line_and_bad_usage_exits_2(tmp_path, scores_jsonl):
 
 
 @pytest.fixture(scope="module")
-def msvd_json_report(tmp_path_factory):
+def msvd_json_report(tmp_path_factory, run_baseline_cache):
     if not MSVD_PATH.is_file():
         pytest.skip(f"shared data not present: {MSVD_PATH}")
     items = load_msvd_eval(MSVD_PATH)
     judge_file = tmp_path_factory.mktemp("judge") / "judge.jsonl"
     lengths = {item.item_id: len(item.candidate.split()) for item in items}
     judge_file.write_text("".join(json.dumps({"id": k, "words": v}) + "\n" for k, v in lengths.items()))
-    done = run_cli("--msvd-eval", str(MSVD_PATH), "--baselines", "--judge-scores", str(judge_file),
-                   "--bootstrap", "200", "--format", "json")
+    done = run_cli("--msvd-eval", str(MSVD_PATH), "--baselines", "--cache-dir", str(run_baseline_cache),
+                   "--judge-scores", str(judge_file), "--bootstrap", "200", "--format", "json")
     assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout), items, lengths
+    return json.loads(done.stdout), items, lengths, judge_file
+
+
+def test_msvd_baselines_are_cached_by_content(msvd_json_report, run_baseline_cache, tmp_path):
+    """A rerun reads the cached baselines (no computation) and reports the same (test_baselines_msvd compares
+    the cached scores with a direct computation); a cache folder that is a file is one line, exit 2."""
+    report, _, _, judge_file = msvd_json_report
+    args = ("--msvd-eval", str(MSVD_PATH), "--baselines", "--judge-scores", str(judge_file), "--bootstrap", "200",
+            "--format", "json")
+    rerun = run_cli(*args, "--cache-dir", str(run_baseline_cache))
+    assert rerun.returncode == 0, rerun.stderr
+    assert "computing" not in rerun.stderr and "not used" not in rerun.stderr, rerun.stderr
+    assert json.loads(rerun.stdout) == report
+    (cache_file,) = run_baseline_cache.glob("msvd_eval_baselines_*.json")
+    assert json.loads(cache_file.read_text())["n_items"] == 197
+
+    not_a_folder = tmp_path / "file"
+    not_a_folder.write_text("")
+    refused = run_cli(*args, "--cache-dir", str(not_a_folder))
+    assert refused.returncode == 2 and refused.stdout == ""
+    assert refused.stderr.strip() == f"capjudge correlate: --cache-dir {not_a_folder}: is a file, not a folder"
+    unused = run_cli(str(MSVD_PATH), "--judge", "x", "--human", "y", "--cache-dir", str(tmp_path))
+    assert unused.returncode == 2 and "--cache-dir apply to --msvd-eval" in unused.stderr, unused.stderr
 
 
 def test_msvd_baseline_json_shape(msvd_json_report):
-    report, _, _ = msvd_json_report
+    report, _, _, _ = msvd_json_report
     scorers = {key for key in report if not key.startswith("_")}
     assert scorers == set(BASELINE_SCORERS) | {"words"}
     for scorer in scorers:
@@ -126,7 +148,7 @@ def test_msvd_baseline_json_shape(msvd_json_report):
 
 
 def test_msvd_judge_scores_match_scipy_on_expanded_pairs(msvd_json_report):
-    report, items, lengths = msvd_json_report
+    report, items, lengths, _ = msvd_json_report
     for dimension in ("mean", "conciseness"):
         human = human_matrix(items, dimension)
         x = np.repeat([lengths[item.item_id] for item in items], 2)

@@ -286,14 +286,15 @@ def words_judge(items) -> dict[str, int | None]:
 
 
 @pytest.fixture(scope="module")
-def msvd_cli_run(msvd_items, tmp_path_factory):
+def msvd_cli_run(msvd_items, tmp_path_factory, run_baseline_cache):
     path, items = msvd_items
     work = tmp_path_factory.mktemp("msvd")
     judge_file = work / "judge.jsonl"
     judge_file.write_text("".join(json.dumps({"id": k, "words": v}) + "\n" for k, v in words_judge(items).items()))
     out = work / "plots"
-    done = run_capjudge("correlate", "--msvd-eval", str(path), "--baselines", "--judge-scores", str(judge_file),
-                        "--bootstrap", "200", "--format", "json", "--plot", str(out), timeout=600)
+    done = run_capjudge("correlate", "--msvd-eval", str(path), "--baselines", "--cache-dir", str(run_baseline_cache),
+                        "--judge-scores", str(judge_file), "--bootstrap", "200", "--format", "json", "--plot", str(out),
+                        timeout=600)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout), out
 

@@ -129,7 +129,7 @@ def test_a_corrupt_cache_file_is_recomputed_and_replaced(subset, tmp_path):
     assert rerun.stderr.count("computing the classic baselines with 9") == 1
     assert "computing the classic baselines with 1 " not in rerun.stderr  # the 1-ref file was fine
     assert _rows(json.loads(rerun.stdout)) == _rows(json.loads(first.stdout))
-    assert json.loads(corrupt.read_text(encoding="utf-8"))["n_candidates"] == 120
+    assert json.loads(corrupt.read_text(encoding="utf-8"))["n_items"] == 120  # one per candidate
 
 
 def test_a_cache_file_of_other_content_is_not_used(subset, tmp_path):
@@ -184,7 +184,8 @@ def test_an_unwritable_cache_folder_is_one_line_and_exit_2(subset, tmp_path):
 def test_a_cache_file_with_a_non_finite_score_is_not_used(tmp_path, bad):
     """A file under the right key whose scores hold a value no baseline gives (json reads Infinity, NaN, 1e999)
     is not read as scores: reading it says what is wrong (and vatex_baselines then recomputes and replaces it)."""
-    from capjudge.metrics.human_correlation.vatex_baselines import CACHE_FORMAT, _read_cache, cache_key, pycocoevalcap_version
+    from capjudge.metrics.human_correlation.baseline_cache import CACHE_FORMAT, pycocoevalcap_version, read_cache
+    from capjudge.metrics.human_correlation.vatex_baselines import cache_key
     from capjudge.metrics.human_correlation.vatex_eval import VatexCandidate
 
     candidates = [VatexCandidate("clip_a", i, f"a caption {i}", ("a reference",), (3, 4, 5)) for i in range(2)]
@@ -192,7 +193,8 @@ def test_a_cache_file_with_a_non_finite_score_is_not_used(tmp_path, bad):
     scores = {name: [0.5, 0.25] for name in BASELINE_SCORERS}
     path = tmp_path / "cache.json"
     path.write_text(json.dumps({"format": CACHE_FORMAT, "key": key, "scores": scores}))
-    assert _read_cache(path, key, 2)[0] is not None  # the same file with finite scores is read
+    ids = ("clip_a#0", "clip_a#1")
+    assert read_cache(path, key, ids)[0] is not None  # the same file with finite scores is read
     path.write_text(path.read_text().replace("0.25", bad, 1))
-    cached, problem = _read_cache(path, key, 2)
+    cached, problem = read_cache(path, key, ids)
     assert cached is None and "finite numbers" in problem, problem

@@ -82,6 +82,7 @@ DESCRIPTOR = JudgeDescriptor(
     ),
     frames=FrameGeometry(sample_points=FRAME_POINTS, image_format="JPEG", jpeg_quality=JPEG_QUALITY),
     reply_grammar='bare JSON {"score": 0-4, "reason": "..."} (a fenced or embedded object is accepted)',
+    score_level="ordinal",  # five ranked grades, not a measured distance
     view_reply=view_anycap_reply,
 )
 

@@ -25,6 +25,7 @@ Batch API path); the process-wide client per configuration is `capjudge.judges.c
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import functools
 import json
 import logging
@@ -174,8 +175,15 @@ class JudgeClient:
         return list(await asyncio.gather(*(self.ajudge(request, parse, **kwargs) for request in requests)))
 
     def judge_many(self, requests: Sequence[ChatRequest], parse: Callable[[JudgeReply], Any], **kwargs: Any) -> list[JudgeOutcome[Any]]:
-        """Synchronous front for `ajudge_many`, for scripts and the CLI."""
-        return asyncio.run(self.ajudge_many(requests, parse, **kwargs))
+        """Synchronous front for `ajudge_many`, for scripts and the CLI, and for callers whose thread already
+        runs an event loop (a Jupyter notebook, an async framework, playwright's sync API), where
+        `asyncio.run` refuses to start another: the batch then runs on an event loop of a thread of its own."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:  # no loop in this thread: the usual case
+            return asyncio.run(self.ajudge_many(requests, parse, **kwargs))
+        with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="capjudge-judge-many") as own_loop:
+            return own_loop.submit(lambda: asyncio.run(self.ajudge_many(requests, parse, **kwargs))).result()
 
     def usage(self) -> dict[str, dict[str, int]]:
         """Tokens, requests and cache hits per judge version, for results files."""

@@ -1,5 +1,5 @@
 """VATEX-EVAL's classic baselines (BLEU-1, BLEU-4, METEOR, ROUGE-L, CIDEr) with 1 and with 9 references,
-computed once per content and cached as a JSON file.
+computed once per content and cached (capjudge.metrics.human_correlation.baseline_cache).
 
 The scores come from :func:`capjudge.metrics.human_correlation.baselines.caption_metric_scores` (pycocoevalcap's
 PTB tokenizer and scorers, as the MSVD-Eval baselines), over every candidate of the file at once: CIDEr's
@@ -7,41 +7,29 @@ document frequencies are taken over the whole set scored, as the field computes 
 what a cached score means. The "1-ref" setting is EMScore's ``refs[:1]``; "9-ref" is all nine.
 
 Computing the 9-reference setting over the 18,000 candidates takes minutes (METEOR and the tokenizer are Java),
-so the result is cached. The cache key is the sha256 of exactly what was scored (every candidate's clip id,
-index, caption and the references shown) plus the reference setting, the pycocoevalcap version and this
-module's cache format: a different data file, an edited caption, another pycocoevalcap or another setting is a
-different key, hence a different file. The key is also stored inside the file and checked on every read; a file
-that cannot be parsed, lacks a score, or holds another key (copied or renamed by hand) is never used: it is
-recomputed and replaced, and one line says so (``VatexBaselines.cache_note``; the CLI prints it on stderr).
-A cache hit imports nothing from pycocoevalcap and starts no Java.
+so the result is cached, keyed by exactly what was scored (each candidate as "clip#index", its caption and the
+references shown) and the setting; a cache file that cannot be used is recomputed and replaced, and one line
+says so (``VatexBaselines.cache_note``; the CLI prints it on stderr).
 """
 
 from __future__ import annotations
 
-import hashlib
-import importlib.metadata
-import json
 import math
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
-from capjudge.metrics.files.outputs import writable_folder, write_replacing
-from capjudge.metrics.human_correlation.baselines import (
-    BASELINE_SCORERS,
-    BaselineUnavailable,
-    caption_metric_scores,
+from capjudge.metrics.human_correlation.baseline_cache import (
+    cache_file,
+    cache_key as content_key,
+    cached_baselines,
+    pycocoevalcap_version,
 )
 from capjudge.metrics.human_correlation.vatex_eval import VatexCandidate
 from capjudge.metrics.human_correlation.vatex_report import Scorer
 
 REFERENCE_SETTINGS: tuple[int, ...] = (1, 9)
-CACHE_FORMAT = 1  # bump when the file layout or what the scores mean changes: old files then miss
-# Beside the judge reply cache's default (~/.cache/capjudge/judge_cache.sqlite, capjudge.judges.client.config).
-DEFAULT_CACHE_DIR = Path("~/.cache/capjudge/vatex_baselines")
 
 
 @dataclass(frozen=True)
@@ -74,40 +62,28 @@ def baseline_name(metric: str, references: int) -> str:
     return f"{metric} ({references} ref{'s' if references != 1 else ''})"
 
 
-def pycocoevalcap_version() -> str:
-    """Read from the installed distribution's metadata, so a cache hit needs no import of pycocoevalcap."""
-    try:
-        return importlib.metadata.version("pycocoevalcap")
-    except importlib.metadata.PackageNotFoundError:
-        raise BaselineUnavailable("the Python package 'pycocoevalcap' is not installed") from None
-
-
 def _check_setting(references: int) -> None:
     if references not in REFERENCE_SETTINGS:
         raise ValueError(f"references must be one of {REFERENCE_SETTINGS}, got {references!r}")
 
 
-def cache_key(candidates: Sequence[VatexCandidate], references: int, version: str) -> str:
-    """sha256 of exactly what is scored, with the setting, the pycocoevalcap version and the cache format."""
+def _items(candidates: Sequence[VatexCandidate], references: int) -> list[_Item]:
     _check_setting(references)
-    digest = hashlib.sha256(json.dumps({"format": CACHE_FORMAT, "pycocoevalcap": version, "references": references})
-                            .encode("utf-8"))
-    for c in candidates:
-        # One JSON array per candidate: unambiguous boundaries between captions, whatever characters they hold.
-        digest.update(json.dumps([c.clip_id, c.candidate_index, c.caption, c.references[:references]],
-                                 ensure_ascii=False).encode("utf-8"))
-        digest.update(b"\n")
-    return digest.hexdigest()
+    return [_Item(f"{c.clip_id}#{c.candidate_index}", c.caption, tuple(c.references[:references])) for c in candidates]
+
+
+def _label(references: int) -> str:
+    return f"vatex_baselines_{references}ref"
+
+
+def cache_key(candidates: Sequence[VatexCandidate], references: int, version: str) -> str:
+    """sha256 of exactly what is scored with `references` references, the pycocoevalcap version and the format."""
+    return content_key(_items(candidates, references), _label(references), version)
 
 
 def cache_path(cache_dir: Path, candidates: Sequence[VatexCandidate], references: int) -> Path:
     """Where `candidates`' baselines with `references` references are (or will be) cached."""
-    return _file(cache_dir, cache_key(candidates, references, pycocoevalcap_version()), references)
-
-
-def _file(cache_dir: Path, key: str, references: int) -> Path:
-    # 20 hex digits name the file; the whole key inside it is what a read checks.
-    return Path(cache_dir).expanduser() / f"vatex_baselines_{references}ref_{key[:20]}.json"
+    return cache_file(cache_dir, _label(references), cache_key(candidates, references, pycocoevalcap_version()))
 
 
 def baseline_scorers(candidates: Sequence[VatexCandidate], cache_dir: Path, data: str = "",
@@ -129,66 +105,13 @@ def vatex_baselines(candidates: Sequence[VatexCandidate], references: int, cache
                     data: str = "", say: Callable[[str], None] = lambda line: None) -> VatexBaselines:
     """The baselines for `candidates` with `references` references per clip: from the cache when it holds this
     exact content, else computed (pycocoevalcap, Java) and cached; `say` gets a line about a cache file not used
-    and one before computing. `data` (the file's path) is recorded in a new
-    cache file for whoever reads it; it is not part of the key. Raises BaselineUnavailable when they must be
-    computed and pycocoevalcap or Java is missing; OutputError (naming --cache-dir) when they must be computed
-    and the cache folder cannot be written."""
-    version = pycocoevalcap_version()
-    key = cache_key(candidates, references, version)
-    path = _file(cache_dir, key, references)
-    note = None
-    if path.exists():
-        cached, problem = _read_cache(path, key, len(candidates))
-        if cached is not None:
-            scores, seconds = cached
-            return VatexBaselines(references, scores, version, path, True, seconds)
-        note = f"{path}: {problem}; not used: recomputed and replaced"
-        say(note)
-
-    writable_folder(path.parent, "--cache-dir")  # before minutes of work: a folder we cannot write fails now
-    say(f"computing the classic baselines with {references} reference(s) over {len(candidates):,} candidates "
-        f"(pycocoevalcap, Java: minutes for all 18,000); cached in {path.parent}")
-    started = time.perf_counter()
-    items = [_Item(f"{c.clip_id}#{c.candidate_index}", c.caption, c.references[:references]) for c in candidates]
-    computed = caption_metric_scores(items)
-    scores = {name: np.array([math.nan if v is None else v for v in computed.scores[name]], dtype=np.float64)
-              for name in BASELINE_SCORERS}
-    seconds = time.perf_counter() - started
-    write_replacing(path, json.dumps({
-        "format": CACHE_FORMAT,
-        "key": key,
-        "references": references,
-        "pycocoevalcap": version,
-        "n_candidates": len(candidates),
-        "data": str(data),
-        "seconds": seconds,
-        # json writes floats with repr: they read back bit for bit. NaN (no candidate) is written as null.
-        "scores": {name: [None if math.isnan(v) else v for v in values.tolist()] for name, values in scores.items()},
-    }))
-    return VatexBaselines(references, scores, version, path, False, seconds, note)
-
-
-def _read_cache(path: Path, key: str, n_candidates: int) -> tuple[tuple[dict[str, np.ndarray], float] | None, str]:
-    """(scores, seconds) when the file holds `key`'s scores for every candidate; else (None, what is wrong)."""
-    try:
-        raw: Any = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as error:
-        return None, f"cache file is unreadable or corrupt ({type(error).__name__})"
-    if not isinstance(raw, dict) or raw.get("format") != CACHE_FORMAT:
-        return None, f"cache file is not in cache format {CACHE_FORMAT}"
-    if raw.get("key") != key:
-        return None, "cache file belongs to other content (its key is not this data's)"
-    scores = raw.get("scores")
-    if not isinstance(scores, dict) or set(scores) != set(BASELINE_SCORERS):
-        return None, f"cache file does not hold the scores {', '.join(BASELINE_SCORERS)}"
-    arrays = {}
-    for name in BASELINE_SCORERS:
-        values = scores[name]
-        if (not isinstance(values, list) or len(values) != n_candidates
-                or not all(v is None or (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v))
-                           for v in values)):
-            # (json reads Infinity and NaN: neither is a score any baseline gives, so the file was not written here)
-            return None, f"cache file's {name} is not {n_candidates} finite numbers"
-        arrays[name] = np.array([math.nan if v is None else v for v in values], dtype=np.float64)
-    seconds = raw.get("seconds")
-    return (arrays, float(seconds) if isinstance(seconds, (int, float)) else math.nan), ""
+    and one before computing. Raises BaselineUnavailable when they must be computed and pycocoevalcap or Java is
+    missing; OutputError (naming --cache-dir) when they must be computed and the cache folder cannot be written."""
+    cached = cached_baselines(
+        _items(candidates, references), _label(references), cache_dir, data=data, say=say,
+        computing=(f"computing the classic baselines with {references} reference(s) over {len(candidates):,} "
+                   f"candidates (pycocoevalcap, Java: minutes for all 18,000); cached in {Path(cache_dir).expanduser()}"))
+    scores = {name: np.array([math.nan if v is None else v for v in values], dtype=np.float64)
+              for name, values in cached.baselines.scores.items()}
+    return VatexBaselines(references, scores, cached.pycocoevalcap_version, cached.cache_file, cached.from_cache,
+                          cached.seconds, cached.cache_note)

@@ -3,7 +3,8 @@
 Runs are read by `capjudge.metrics.files.runs` (and the replies behind each value, when items were judged k > 1
 times, by `capjudge.metrics.leaderboard.replies`), the statistics are `capjudge.metrics.leaderboard.stats`,
 the warnings `capjudge.metrics.leaderboard.caveats`; this module decides the columns, ranks the models
-(overall by one metric, and within each task by that task's main metric) and puts the board together.
+(overall by one metric, and within each task by that task's main metric) and puts the board together; for a
+task judged by a panel of judges, each member's ranking beside it (`capjudge.metrics.leaderboard.panel`).
 Rendering is `capjudge.metrics.leaderboard.render`.
 
 Kinds of metric, decided from the data: a *rate* has only 0/1 values and is either bool-valued or declared
@@ -32,6 +33,7 @@ from capjudge.metrics.leaderboard.stats import (
     mean_estimate,
     paired_comparison,
 )
+from capjudge.metrics.leaderboard.panel import TaskPanel, task_panel
 from capjudge.metrics.leaderboard.replies import TaskReplies, task_replies
 from capjudge.metrics.leaderboard.caveats import consistency_warnings, reply_warnings, unranked_warnings
 from capjudge.metrics.files.runs import LeaderboardError, Run, TaskRun
@@ -128,7 +130,20 @@ def build_leaderboard(
         settings=settings,
         method=method,
         task_rank_columns=task_rank_columns,
+        panels=_panels(runs, task_rank_columns, task_ranks),
     )
+
+
+def _panels(
+    runs: Sequence[Run], task_rank_columns: Mapping[str, MetricColumn], task_ranks: Mapping[str, Mapping[str, int]]
+) -> dict[str, TaskPanel]:
+    """task -> how its panel's members rank the models by the task's main metric (tasks judged by a panel)."""
+    found = {}
+    for task, column in task_rank_columns.items():
+        panel = task_panel(runs, task, column.metric, column.higher_is_better, task_ranks[task])
+        if panel is not None:
+            found[task] = panel
+    return found
 
 
 def _replies(runs: Sequence[Run], columns: Sequence[MetricColumn]) -> dict[tuple[str, str], TaskReplies]:

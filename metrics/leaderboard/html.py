@@ -5,7 +5,10 @@ them from the sections of `capjudge.metrics.leaderboard.layout`. Per task: the m
 main metric, difference from the top model, p, judge noise) sized to fit a laptop screen — intervals under
 their values, long names and headers wrapping — then the other metrics, in a box that scrolls on its own
 when a task has more of them than the screen is wide. A model's name links to its items of the task when
-the board carries a report URL for it (`build_leaderboard(report_url=...)`).
+the board carries a report URL for it (`build_leaderboard(report_url=...)`). A task judged by a panel of judges
+ends with its panel part (`div.panel`): the members' rankings, the pairs they order differently (`ul.flips`,
+each item naming its two models in `data-first`/`data-second`) and their agreement, tables that scroll in their
+own box.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from importlib.resources import files
 from string import Template
 
 from capjudge.metrics.leaderboard.table import Leaderboard, LeaderboardRow
-from capjudge.metrics.leaderboard.layout import Cell, DisplayColumn, TaskSection, legend, task_sections
+from capjudge.metrics.leaderboard.layout import Cell, DisplayColumn, PanelSection, TaskSection, legend, task_sections
 
 
 @cache
@@ -55,8 +58,28 @@ def _section(section: TaskSection) -> str:
             '<p class="note">Other metrics: mean with its CI under it; rates in % of the items.</p>',
             f'<div class="wide">{_table((*keys, *section.others), section.rows, section.task, "others")}</div>',
         ]
-    parts.append(f'<p class="judge">{escape(section.judge_note)}</p></section>')
+    judge = f'<p class="judge">{escape(section.judge_note)}</p>'
+    parts.append(judge + ("" if section.panel is None else "\n" + _panel(section.task, section.panel)) + "</section>")
     return "\n".join(parts)
+
+
+def _panel(task: str, panel: PanelSection) -> str:
+    """The task's judge-panel part: its members' rankings, the pairs they order differently, their agreement."""
+    escape = html.escape
+    notes = "".join(f'<p class="note">{escape(note)}</p>' for note in panel.notes)
+    flips = ""
+    if panel.flips:
+        items = "".join(f'<li data-first="{escape(flip.first)}" data-second="{escape(flip.second)}">{escape(flip.text)}</li>'
+                        for flip in panel.flips)
+        flips = f'<ul class="flips">{items}</ul>'
+    return "\n".join([
+        f'<div class="panel" id="panel-{escape(task)}"><h3>Judge panel</h3>',
+        f'<p class="caption">{escape(panel.caption)}</p>{notes}',
+        f'<div class="wide">{_table((*panel.keys, *panel.standings), panel.rows, task, "panel")}</div>',
+        f'<p class="note flips-caption">{escape(panel.flips_caption)}</p>{flips}',
+        f'<p class="note">{escape(panel.agreement_caption)}</p>',
+        f'<div class="wide">{_table((*panel.keys, *panel.agreement), panel.rows, task, "panel-agreement")}</div></div>',
+    ])
 
 
 def _table(columns: tuple[DisplayColumn, ...], rows: tuple[LeaderboardRow, ...], task: str, kind: str) -> str:

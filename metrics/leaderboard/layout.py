@@ -14,6 +14,11 @@ CSV keeps all three.
 Display conventions: scores keep the task's own scale (one decimal when some model's value is 10 or more,
 else two; a column's CIs and differences use the same); rates are in %. A ▼ after a value marks a model
 that is significantly worse than the column's top model (Holm-corrected paired permutation test).
+
+A task some run judged with a panel of judges (`capjudge.metrics.leaderboard.panel`) gets a *panel* part:
+each member's value of the main metric and its rank of the models beside the panel's, one sentence per pair
+of models whose order changes between members (or one saying no pair does), and the members' agreement per
+model (alpha and each member's offset from the panel, with the run's intervals). Other tasks get none.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from capjudge.metrics.leaderboard.panel import Interval, OrderFlip, TaskPanel
 from capjudge.metrics.leaderboard.table import Leaderboard, LeaderboardRow, MetricColumn
 from capjudge.metrics.leaderboard.stats import Comparison, Estimate
 
@@ -54,6 +60,31 @@ class DisplayColumn:
 
 
 @dataclass(frozen=True)
+class FlipNote:
+    """One pair of models whose order changes between a panel's members, said in one sentence."""
+
+    first: str
+    second: str
+    text: str
+
+
+@dataclass(frozen=True)
+class PanelSection:
+    """The panel part of a task judged by a panel: its tables start with their own keys (the panel's rank and
+    the model) and hold only the models the panel judged."""
+
+    caption: str
+    notes: tuple[str, ...]  # runs judged by different panels; models judged by one judge
+    rows: tuple[LeaderboardRow, ...]  # the panel-judged models, in the panel's rank order
+    keys: tuple[DisplayColumn, DisplayColumn]
+    standings: tuple[DisplayColumn, ...]  # the panel's value, then each member's value and rank
+    flips_caption: str
+    flips: tuple[FlipNote, ...]
+    agreement_caption: str
+    agreement: tuple[DisplayColumn, ...]  # alpha, then each member's offset, with their intervals
+
+
+@dataclass(frozen=True)
 class TaskSection:
     task: str
     caption: str  # what ranks the rows, and the number of items when every model has the same
@@ -62,6 +93,7 @@ class TaskSection:
     main: tuple[DisplayColumn, ...]
     others: tuple[DisplayColumn, ...]
     judge_note: str
+    panel: PanelSection | None = None  # only for a task some run judged with a panel of judges
 
 
 def task_sections(board: Leaderboard) -> list[TaskSection]:
@@ -103,6 +135,8 @@ def _section(board: Leaderboard, task: str) -> TaskSection:
         main=tuple(main),
         others=tuple(_metric_column(c, rows, board, prefix, bounds=bounds.get(c.key)) for c in others),
         judge_note=_judge_note(rows, task),
+        panel=None if task not in board.panels or main_column is None
+        else _panel_section(board.panels[task], main_column, rows, prefix),
     )
 
 
@@ -146,6 +180,125 @@ def _judge_note(rows: Sequence[LeaderboardRow], task: str) -> str:
         who = "" if len(rows) == 1 else f" (all {len(rows)} models)"
         return f"Judge{who}: {distinct.pop()}"
     return "Judges differ: " + "; ".join(f"{name}: {label}" for name, label in labels.items())
+
+
+# ---------------------------------------------------------------------------------------------------------
+# A panel of judges
+# ---------------------------------------------------------------------------------------------------------
+
+AGREEMENT_CAPTION = (
+    "Agreement among the members, per model: each run's own figures on the members' per-item scores of the "
+    "judge's main metric, with the intervals the run computed (item bootstrap, 95%). alpha: Krippendorff's "
+    "alpha across the members (1: they agree, 0: no better than chance). offset@member: the mean of (member "
+    "- panel) over the items, negative for a member harsher than the panel."
+)
+
+
+def _panel_section(panel: TaskPanel, column: MetricColumn, rows: Sequence[LeaderboardRow], prefix: str) -> PanelSection:
+    by_name = {model.name: model for model in panel.models}
+    panel_rows = tuple(row for row in rows if row.name in by_name)
+    models = [by_name[row.name] for row in panel_rows]
+    panel_values = {row.name: row.estimates[column.key].value for row in panel_rows}
+    places = _panel_places(column, [*panel_values.values(),
+                                    *(s.value for model in models for s in model.standings.values())])
+    name = column.metric.removeprefix(prefix)
+    standings = [DisplayColumn(f"{name} (panel)", tuple(_value_cell(panel_values[row.name], column, places)
+                                                      for row in panel_rows))]
+    for member in panel.members:
+        standings.append(DisplayColumn(f"{name}@{member}", tuple(
+            _value_cell(model.standings[member].value, column, places) for model in models)))
+        standings.append(DisplayColumn(f"# {member}", tuple(_rank_cell(model.standings[member].rank)
+                                                             for model in models)))
+    agreement = [DisplayColumn("alpha [95% CI]", tuple(_interval_cell(model.alpha, 2) for model in models))]
+    agreement += [
+        DisplayColumn(f"offset@{member} [95% CI]", tuple(_interval_cell(model.offsets[member], places, signed=True)
+                                                          for model in models))
+        for member in panel.members
+    ]
+    values = {model.name: {m: s.value for m, s in model.standings.items()} for model in models}
+    return PanelSection(
+        caption=(f"Judge panel: {', '.join(panel.members) or 'no member every run has'}. Each member's "
+                 f"{column.metric} (its mean over the items, from the run's results) and its rank of the models "
+                 f"(# member), beside the panel's value and rank (#)."),
+        notes=_panel_notes(panel),
+        rows=panel_rows,
+        keys=(DisplayColumn("#", tuple(_rank_cell(row.task_ranks.get(panel.task)) for row in panel_rows)),
+              DisplayColumn("Model", tuple(Cell(row.name, sort=row.name) for row in panel_rows), align="left")),
+        standings=tuple(standings),
+        flips_caption=_flips_caption(panel),
+        flips=tuple(_flip_note(flip, values, panel_values, column, places) for flip in panel.flips),
+        agreement_caption=AGREEMENT_CAPTION,
+        agreement=tuple(agreement),
+    )
+
+
+def _panel_notes(panel: TaskPanel) -> tuple[str, ...]:
+    notes = []
+    if panel.panels_differ:
+        panels = "; ".join(f"{model.name}: {', '.join(model.members)}" for model in panel.models)
+        compared = (f"only the members every panel run has are compared ({', '.join(panel.members)})" if panel.members
+                    else "no member judged every panel run, so no member's ranking is compared")
+        notes.append(f"Runs were judged by different panels ({panels}); {compared}.")
+    if panel.without_panel:
+        notes.append(f"Judged by one judge, not a panel, and so not in this part: {', '.join(panel.without_panel)}.")
+    return tuple(notes)
+
+
+def _flips_caption(panel: TaskPanel) -> str:
+    if len(panel.members) < 2:
+        return "Fewer than two members judged every model: no member orders to compare."
+    if len(panel.models) < 2:
+        return "One model: no pair of models to order."
+    if not panel.flips:
+        return ("No pair of models changes order between members: every member orders every pair of models as "
+                "the others do (ties aside).")
+    return ("Pairs of models whose order changes between members (another judge would have ranked them the other "
+            "way):")
+
+
+def _flip_note(flip: OrderFlip, values: dict[str, dict[str, float | None]], panel_values: dict[str, float | None],
+               column: MetricColumn, places: int) -> FlipNote:
+    def number(value: float | None) -> str:
+        return EMPTY if value is None else f"{_scaled(value, column):.{places}f}"
+
+    def by(above: str, below: str, members: Sequence[str]) -> str:
+        return f"{above} above by " + ", ".join(
+            f"{member} ({number(values[above][member])} vs {number(values[below][member])})" for member in members)
+
+    parts = [by(flip.first, flip.second, flip.first_above), by(flip.second, flip.first, flip.second_above)]
+    if flip.tied:
+        parts.append(f"tied by {', '.join(flip.tied)}")
+    a, b = panel_values.get(flip.first), panel_values.get(flip.second)
+    if flip.panel_first is None:
+        parts.append(f"the panel does not order them ({number(a)} vs {number(b)})")
+    else:
+        below = flip.second if flip.panel_first == flip.first else flip.first
+        parts.append(f"the panel puts {flip.panel_first} above "
+                     f"({number(panel_values.get(flip.panel_first))} vs {number(panel_values.get(below))})")
+    return FlipNote(flip.first, flip.second, f"{flip.first} vs {flip.second}: " + "; ".join(parts) + ".")
+
+
+def _panel_places(column: MetricColumn, values: Sequence[float | None]) -> int:
+    """As `decimals`, over the panel's and the members' values."""
+    if column.kind == "rate":
+        return 1
+    return 1 if any(v is not None and abs(v) >= 10 for v in values) else 2
+
+
+def _value_cell(value: float | None, column: MetricColumn, places: int) -> Cell:
+    if value is None:
+        return Cell(EMPTY)
+    return Cell(f"{_scaled(value, column):.{places}f}", sort=_sort_key(value))
+
+
+def _interval_cell(figure: Interval, places: int, signed: bool = False) -> Cell:
+    if figure.value is None:
+        return Cell(EMPTY, note="not defined for this run's items")
+    spelled = (lambda v: f"{v:+.{places}f}") if signed else (lambda v: f"{v:.{places}f}")  # noqa: E731
+    interval = ""
+    if figure.ci_low is not None and figure.ci_high is not None:
+        interval = f"[{spelled(figure.ci_low)}, {spelled(figure.ci_high)}]"
+    return Cell(spelled(figure.value), interval, sort=_sort_key(figure.value))
 
 
 # ---------------------------------------------------------------------------------------------------------

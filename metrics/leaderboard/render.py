@@ -6,7 +6,9 @@ leaderboard.md is for people, in a terminal as much as rendered: one section per
 `MARKDOWN_WIDTH` characters (the rank and model columns start each), prose wrapped to the same width, long
 model names shortened (the full names listed under the table). leaderboard.csv is for programs: one row per
 model, every metric with its CI, n, replies per item, judge-noise share and test, every task's judge; it is
-as wide as it needs to be, with rates as fractions.
+as wide as it needs to be, with rates as fractions. A task judged by a panel of judges adds its panel part to
+leaderboard.md (`### Judge panel`) and, to leaderboard.csv after every other column, each member's value and
+rank, the run's agreement figures and the models whose order flips between members.
 
 Names are data, and both files are safe to open whatever a name holds: in leaderboard.md a name's HTML, `|`
 and `\\` are escaped and control characters (a newline) are shown as their Unicode pictures (␊), so a name
@@ -27,12 +29,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from capjudge.judges.client.panel import member_metric
+from capjudge.metrics.leaderboard.panel import ALPHA_METRIC as PANEL_ALPHA, OFFSET_METRIC as PANEL_OFFSET, TaskPanel
 from capjudge.metrics.leaderboard.table import Leaderboard
 from capjudge.metrics.leaderboard.chart import render_chart_png
 from capjudge.metrics.leaderboard.html import render_html
 from capjudge.metrics.leaderboard.layout import (
     Cell,
     DisplayColumn,
+    PanelSection,
     TaskSection,
     legend,
     task_sections,
@@ -47,6 +52,7 @@ _FORMULA_START = ("=", "+", "-", "@", "\t", "\r", "'")
 # Markup in Markdown text: a `<` that opens a tag and an `&` that starts an entity (a lone `p < 0.05` is text).
 _MARKUP = re.compile(r"<(?=[A-Za-z/!?])|&(?=#?\w+;)")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_CI_ENDS = ("", "_ci_low", "_ci_high")  # a panel figure and its interval's ends, as a panel run names them
 
 __all__ = ["LeaderboardFiles", "render_chart_png", "render_html", "render_markdown", "write_csv", "write_leaderboard"]
 
@@ -126,6 +132,28 @@ def _section_lines(section: TaskSection, shorts: dict[str, str], width: int) -> 
             lines += _table(keys + tuple(chunk)) + [""]
     lines += names_note
     lines += _wrapped(section.judge_note, width) + [""]
+    if section.panel is not None:
+        lines += _panel_lines(section.panel, shorts, width)
+    return lines
+
+
+def _panel_lines(panel: PanelSection, shorts: dict[str, str], width: int) -> list[str]:
+    """The task's judge-panel part (its models' full names are spelled out under the task's first table)."""
+    rank, model = panel.keys
+    keys = (rank, _with_short_names(model, shorts, width)[0])
+    lines = ["### Judge panel", ""] + _wrapped(panel.caption, width) + [""]
+    for note in panel.notes:
+        lines += _wrapped(note, width) + [""]
+    for chunk in _packed(keys, panel.standings, width):
+        lines += _table(keys + tuple(chunk)) + [""]
+    lines += _wrapped(panel.flips_caption, width) + [""]
+    for flip in panel.flips:
+        lines += textwrap.wrap(f"- {markdown_text(flip.text)}", width, subsequent_indent="  ", break_on_hyphens=False)
+    if panel.flips:
+        lines.append("")
+    lines += _wrapped(panel.agreement_caption, width) + [""]
+    for chunk in _packed(keys, panel.agreement, width):
+        lines += _table(keys + tuple(chunk)) + [""]
     return lines
 
 
@@ -233,6 +261,7 @@ def render_csv(board: Leaderboard) -> str:
     header += [f"rank_{task}" for task in tasks] + [f"items_{task}" for task in tasks] + [f"judge_{task}" for task in tasks]
     header += [f"{name}_{task}" for task in tasks for name in USAGE_FIELDS]
     header += [f"report_url_{task}" for task in tasks]
+    header += _panel_header(board)
     handle = io.StringIO(newline="")
     writer = csv.writer(handle)
     writer.writerow([_csv_text(cell) for cell in header])
@@ -262,8 +291,40 @@ def render_csv(board: Leaderboard) -> str:
         cells += ["; ".join(row.judges.get(task, ())) for task in tasks]
         cells += [row.usage.get(task, {}).get(name, "") for task in tasks for name in USAGE_FIELDS]
         cells += [row.report_urls.get(task, "") for task in tasks]
+        cells += _panel_cells(board, row.name)
         writer.writerow([_csv_text(cell) for cell in cells])
     return handle.getvalue()
+
+
+def _panel_header(board: Leaderboard) -> list[str]:
+    """After every other column, per task judged by a panel (a board without one has none of these)."""
+    return [name for task, panel in board.panels.items() for name in _panel_columns(task, panel)]
+
+
+def _panel_columns(task: str, panel: TaskPanel) -> list[str]:
+    """Each member's value of the ranked metric and its rank, the run's alpha and each member's offset with
+    their intervals (named as in the run's results), and the models whose order with this one flips."""
+    names: list[str] = []
+    for member in panel.members:
+        names += [f"{task}/{member_metric(panel.metric, member)}", f"rank_{task}@{member}"]
+    names += [f"{task}/{PANEL_ALPHA}{end}" for end in _CI_ENDS]
+    names += [f"{task}/{member_metric(PANEL_OFFSET + end, member)}" for member in panel.members for end in _CI_ENDS]
+    return names + [f"order_flips_{task}"]
+
+
+def _panel_cells(board: Leaderboard, name: str) -> list[object]:
+    cells: list[object] = []
+    for task, panel in board.panels.items():
+        model = next((m for m in panel.models if m.name == name), None)
+        if model is None:  # not run on this task, or judged by one judge
+            cells += [""] * len(_panel_columns(task, panel))
+            continue
+        for member in panel.members:
+            cells += [_csv_value(model.standings[member].value), _blank_if_none(model.standings[member].rank)]
+        for figure in (model.alpha, *(model.offsets[member] for member in panel.members)):
+            cells += [_csv_value(figure.value), _csv_value(figure.ci_low), _csv_value(figure.ci_high)]
+        cells.append("; ".join(panel.flips_of(name)))
+    return cells
 
 
 def _blank_if_none(value: object) -> object:

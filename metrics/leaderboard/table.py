@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from capjudge.metrics.leaderboard.panel import TaskPanel
 from capjudge.metrics.leaderboard.stats import Comparison, Estimate, LeaderboardSettings
 
 
@@ -56,6 +57,8 @@ class Leaderboard:
     settings: LeaderboardSettings
     method: str  # one paragraph naming the CI and the test, for every rendering
     task_rank_columns: Mapping[str, MetricColumn] = field(default_factory=dict)  # task -> its main metric
+    # task -> its members' rankings and agreement, for the tasks some run judged with a panel of judges.
+    panels: Mapping[str, TaskPanel] = field(default_factory=dict)
 
     @property
     def tasks(self) -> tuple[str, ...]:

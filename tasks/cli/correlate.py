@@ -2,7 +2,9 @@
 
     capjudge correlate FILE.jsonl --judge FIELD [--judge FIELD ...] --human FIELD [--human-index K ...]
                        [--annotators expand|mean] [--group-by FIELD] [--bootstrap N] [--seed S] [--format json|markdown]
-    capjudge correlate --msvd-eval PATH [--judge-scores FILE] [--baselines] [...]
+    capjudge correlate --msvd-eval PATH [--judge-scores FILE] [--run RUN [--task T]] [--baselines [--cache-dir DIR]] [...]
+    (--run: a judged run's scores; a panel run gives the panel and each member as scorers)
+    (--baselines are computed once per content and cached: capjudge.metrics.human_correlation.baseline_cache)
     either form: [--plot DIR]  scatter plots, a tau-b chart (PNG) and correlation.html showing them
 
 Heavy imports (numpy, scipy, pycocoevalcap) happen inside the handler so that other subcommands start fast.
@@ -71,7 +73,13 @@ def register(groups: Any) -> None:
     parser.add_argument("--format", choices=("json", "markdown"), default="markdown")
     parser.add_argument("--msvd-eval", metavar="PATH", help="G-VEval's MSVD-Eval.json (targets: mean and each ACCR dimension)")
     parser.add_argument("--judge-scores", metavar="FILE", help='with --msvd-eval: JSONL of {"id": ..., "<field>": score}')
+    parser.add_argument("--run", metavar="RUN", type=Path,
+                        help="with --msvd-eval: a judged run (folder or *_results.json); its judge is a scorer, or "
+                             "for a panel run the panel and each member")
+    parser.add_argument("--task", help="with --run: the run's task (default gveval)")
     parser.add_argument("--baselines", action="store_true", help="with --msvd-eval: BLEU-1/4, METEOR, ROUGE-L, CIDEr")
+    parser.add_argument("--cache-dir", type=Path, default=None,
+                        help="where --baselines caches its scores, by content (default ~/.cache/capjudge/baselines)")
     parser.add_argument("--compare", action="store_true",
                         help="paired differences (bootstrap CI, Williams' test) between the scorers")
     parser.add_argument("--output", "-o", metavar="FILE", help="write here instead of stdout")
@@ -195,17 +203,21 @@ def _usage_problem(args: argparse.Namespace) -> str | None:
     if args.msvd_eval:
         if args.file:
             return "give either FILE.jsonl or --msvd-eval, not both"
-        if not (args.baselines or args.judge_scores):
-            return "--msvd-eval needs --baselines and/or --judge-scores FILE"
+        if not (args.baselines or args.judge_scores or args.run):
+            return "--msvd-eval needs --baselines, --judge-scores FILE and/or --run RUN"
+        if args.task is not None and args.run is None:
+            return "--task applies to --run"
         if args.group_by or args.human or args.human_index:
             return "--group-by, --human and --human-index apply to FILE.jsonl, not --msvd-eval"
+        if args.cache_dir is not None and not args.baselines:
+            return "--cache-dir applies to --baselines"
         return None
     if not args.file:
         return "give FILE.jsonl (with --judge and --human) or --msvd-eval PATH"
     if not args.judge or not args.human:
         return "FILE.jsonl needs at least one --judge FIELD and a --human FIELD"
-    if args.judge_scores or args.baselines:
-        return "--judge-scores and --baselines apply to --msvd-eval"
+    if args.judge_scores or args.baselines or args.cache_dir is not None or args.run or args.task:
+        return "--judge-scores, --run, --task, --baselines and --cache-dir apply to --msvd-eval"
     return None
 
 
@@ -301,7 +313,7 @@ def load_judge_scores(path: str | Path, known_ids: set[str], fields: list[str]) 
 
 
 def _msvd_items(args: argparse.Namespace) -> ScoredItems:
-    from capjudge.metrics.human_correlation.baselines import caption_metric_scores
+    from capjudge.metrics.human_correlation.baseline_cache import DEFAULT_CACHE_DIR, cached_baselines
     from capjudge.judges.gveval.parser import SCORE_NAMES
     from capjudge.metrics.human_correlation.msvd_eval import MEAN_INDEX, human_matrix, load_msvd_eval
 
@@ -309,7 +321,12 @@ def _msvd_items(args: argparse.Namespace) -> ScoredItems:
     ids = [item.item_id for item in items]
     scorers: dict[str, list[float | None]] = {}
     if args.baselines:
-        scorers.update({name: list(values) for name, values in caption_metric_scores(items).scores.items()})
+        cached = cached_baselines(
+            items, "msvd_eval_baselines", args.cache_dir or DEFAULT_CACHE_DIR, data=str(args.msvd_eval),
+            say=lambda line: print(f"capjudge correlate: {line}", file=sys.stderr),
+            computing=(f"computing the classic baselines over {len(items)} items (pycocoevalcap, Java: about 20 s); "
+                       f"cached in {Path(args.cache_dir or DEFAULT_CACHE_DIR).expanduser()}"))
+        scorers.update({name: list(values) for name, values in cached.baselines.scores.items()})
     judges: list[str] = []
     if args.judge_scores:
         for field, by_id in load_judge_scores(args.judge_scores, set(ids), args.judge).items():
@@ -317,6 +334,20 @@ def _msvd_items(args: argparse.Namespace) -> ScoredItems:
                 raise CorrelateInputError(f"{args.judge_scores}: field {field!r} clashes with a baseline's name")
             scorers[field] = [by_id.get(item_id) for item_id in ids]
             judges.append(field)
+    if args.run:
+        from capjudge.metrics.files.run_scores import run_scores
+
+        scored_run = run_scores(args.run, args.task or "gveval")
+        known = set(ids)
+        for name, by_id in scored_run.scores.items():
+            unknown = next((item_id for item_id in by_id if item_id not in known), None)
+            if unknown is not None:
+                raise CorrelateInputError(f"{scored_run.samples}: item {unknown!r} is not an item of the MSVD-Eval file")
+            if name in scorers:
+                raise CorrelateInputError(f"--run {args.run}: scorer {name!r} clashes with a baseline's or a "
+                                          "--judge-scores field's name")
+            scorers[name] = [by_id.get(item_id) for item_id in ids]
+            judges.append(name)
     # The mean (the column G-VEval's tables use) first, then the four ACCR dimensions.
     target_names = [SCORE_NAMES[MEAN_INDEX], *(d for d in SCORE_NAMES if d != SCORE_NAMES[MEAN_INDEX])]
     targets = {name: human_matrix(items, name) for name in target_names}

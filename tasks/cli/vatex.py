@@ -10,7 +10,7 @@ only. Printed: EMScore's per-annotator protocol (tau-b, Spearman), G-VEval's poo
 mean-rating variant, caption length as a sanity row and the human ceiling, each with a bootstrap interval
 clustered by clip (metrics/human_correlation/vatex_report.py). --baselines adds BLEU-1, BLEU-4, METEOR, ROUGE-L
 and CIDEr with 1 and with 9 references (pycocoevalcap, as the field computes them), computed once per content
-and cached in --cache-dir (metrics/human_correlation/vatex_baselines.py). Exit codes: 0 success; 1 the
+and cached in --cache-dir (metrics/human_correlation/baseline_cache.py). Exit codes: 0 success; 1 the
 baselines cannot be computed here (pycocoevalcap or Java missing); 2 bad input, in one line naming the file
 (and line or item) or flag and the problem.
 """
@@ -43,14 +43,15 @@ def register(groups: Any) -> None:
     parser.add_argument("--baselines", action="store_true",
                         help="add BLEU-1/4, METEOR, ROUGE-L, CIDEr with 1 and 9 references (cached by content)")
     parser.add_argument("--cache-dir", type=Path, default=None,
-                        help="where --baselines caches its scores (default ~/.cache/capjudge/vatex_baselines)")
+                        help="where --baselines caches its scores (default ~/.cache/capjudge/baselines)")
     parser.set_defaults(func=_run)
 
 
 def _run(args: argparse.Namespace) -> int:
     from capjudge.metrics.files.outputs import OutputError
     from capjudge.metrics.human_correlation.baselines import BaselineUnavailable
-    from capjudge.metrics.human_correlation.vatex_baselines import DEFAULT_CACHE_DIR, baseline_scorers
+    from capjudge.metrics.human_correlation.baseline_cache import DEFAULT_CACHE_DIR
+    from capjudge.metrics.human_correlation.vatex_baselines import baseline_scorers
     from capjudge.metrics.human_correlation.vatex_eval import VatexEvalError, load_vatex_eval
     from capjudge.metrics.human_correlation.vatex_report import (
         VatexReportError, build_report, read_scorer, report_to_json, report_to_table,

@@ -26,7 +26,7 @@ import functools
 import logging
 import math
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from capjudge.metrics.statistics.correlation import BootstrapSettings, Coefficient, CorrelationResult, correlate
@@ -138,3 +138,67 @@ def kendall_b_ci_high(items: Sequence[Mapping[str, Any]]) -> float:
 
 # Only Kendall's tau-b has wrappers: it is the coefficient the task YAMLs report (G-VEval's headline figure).
 # tau-c, Pearson and Spearman, with their CIs, come from `capjudge correlate` over a run's samples.
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Judge panels (capjudge.tasks.judged.panel_judging): member failure counts and the members' agreement
+
+
+def count_failed_by(who: str) -> Callable[[Sequence[int | bool]], int]:
+    """`count_failed` for the judgments of `who` (a panel member, the panel): the failure-rate rule applies
+    to each, and the line that ends the run names whose judgments failed."""
+
+    def count(items: Sequence[int | bool]) -> int:
+        failed = int(sum(int(value) for value in items))
+        check_failure_rate(failed, len(items), who)
+        return failed
+
+    count.__name__ = f"count_failed_by[{who}]"
+    return count
+
+
+def _frozen_panel(items: Sequence[Mapping[str, Any]]) -> tuple[tuple[tuple[float | None, ...], float | None], ...]:
+    frozen = []
+    for position, item in enumerate(items):
+        if not isinstance(item, Mapping) or "members" not in item or "panel" not in item:
+            raise TypeError(f"aggregation item {position}: expected {{'members': [...], 'panel': ...}}, got {item!r}")
+        frozen.append((tuple(item["members"]), item["panel"]))
+    return tuple(frozen)
+
+
+@functools.lru_cache(maxsize=8)
+def _panel_agreement(frozen: tuple[tuple[tuple[float | None, ...], float | None], ...], level: str) -> Any:
+    import numpy as np
+
+    from capjudge.metrics.statistics.panel_agreement import panel_agreement
+
+    scores = np.array([[math.nan if v is None else v for v in members] for members, _ in frozen], dtype=np.float64)
+    panel = np.array([math.nan if p is None else p for _, p in frozen], dtype=np.float64)
+    names = tuple(str(i) for i in range(scores.shape[1]))
+    return panel_agreement(scores, panel, names, level, HARNESS_SETTINGS)  # type: ignore[arg-type]
+
+
+def panel_statistic(statistic: str, positions: tuple[int, ...], level: str) -> Callable[[Sequence[Mapping[str, Any]]], float]:
+    """The aggregation of one agreement figure (`panel_judging.agreement_metrics`): `alpha`, `kendall_b` of
+    members (i, j) or `offset` of member i, each or its interval's `_ci_low` / `_ci_high`. NaN (with a
+    warning) when undefined: never 0."""
+    name, _, end = statistic.partition("_ci_")
+    part = {"": "value", "low": "ci_low", "high": "ci_high"}[end]
+
+    def aggregate(items: Sequence[Mapping[str, Any]]) -> float:
+        agreement = _panel_agreement(_frozen_panel(items), level)
+        if name == "alpha":
+            figure = agreement.alpha
+            value = figure.value if part == "value" else getattr(figure, part)
+        elif name == "kendall_b":
+            figure = agreement.pair(str(positions[0]), str(positions[1])).kendall_b
+            value = figure.value if part == "value" else getattr(figure, part)
+        else:
+            figure = agreement.offset(str(positions[0]))
+            value = figure.mean if part == "value" else getattr(figure, part)
+        if value is None and part == "value":
+            logger.warning("panel %s %s is undefined over %d items", name, positions or "", len(items))
+        return _float(value)
+
+    aggregate.__name__ = f"panel_{statistic}"
+    return aggregate

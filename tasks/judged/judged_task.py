@@ -23,7 +23,6 @@ runs` and those built on it) read it back through the same type.
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -39,15 +38,27 @@ from capjudge.judges.record import (
     JUDGE_KEY,
     RECORD_METRIC,
     JudgedRecord,
-    JudgingProcess,
-    Judgment,
     LoggedJudge,
     ReplySample,
-    TokenUsage,
     reply_spread,
 )
 from capjudge.judges.types import JudgeResult, ParseFailure, Usage
 from capjudge.tasks import capjudge_version
+from capjudge.judges.client.config import ConfigError
+from capjudge.judges.client.panel import Panel, configured_panel, member_metric
+from capjudge.tasks.judged.aggregations import count_failed, count_failed_by, mean_of_judged, panel_statistic
+from capjudge.tasks.judged.item_judgment import ItemJudgment
+from capjudge.tasks.judged.panel_judging import (
+    MEDIAN_SUFFIX,
+    MemberIdentity,
+    PanelPrejudged,
+    agreement_metrics,
+    agreement_values,
+    judge_with_panel,
+    main_values,
+    median_of,
+    panel_judgment,
+)
 from capjudge.tasks.judged.settings import parse_positive_int, setting
 from capjudge.tasks.judged.sources import check_videos, missing_video_problem, video_path
 from capjudge.tasks.judged.prejudge import PrejudgedItems, item_key, prejudge
@@ -140,48 +151,16 @@ def caption_preview(caption: str) -> str:
     return f"{caption[:CAPTION_PREVIEW_CHARS]}… [cut: {len(caption):,} characters in all]"
 
 
-@dataclass(frozen=True)
-class ItemJudgment:
-    """One caption's judgment as the sample log records it: the judge's typed result plus how it was got."""
-
-    item_id: str
-    caption: str
-    video: str | None  # the video the judge was shown (None when the judge needs none)
-    result: JudgeResult
-    raw_reply: str | None
-    cache_hit: bool
-    requests: int
-    usage: Usage = Usage()
-    # With k > 1 replies per item (judge_samples): each reply's own record; `result` is their combination.
-    samples: tuple[ReplySample, ...] = ()
-    spread: Mapping[str, float | None] | None = None  # per score of the judge, the SD over the judged replies
-
-    @property
-    def ok(self) -> bool:
-        return self.result.ok
-
-    def logged(self) -> Judgment:
-        """The judgment as the record logs it."""
-        return Judgment(
-            caption=self.caption,
-            video=self.video,
-            fields=self.result.log_fields(),
-            raw_reply=self.raw_reply,
-            cache_hit=self.cache_hit,
-            requests=self.requests,
-            usage=TokenUsage(self.usage.prompt_tokens, self.usage.completion_tokens),
-            # Which process judged it: under `accelerate launch` each rank judges its own shard of the items.
-            process=JudgingProcess(int(os.environ.get("RANK", "0") or 0), os.getpid()),
-            samples=self.samples,
-            spread=self.spread,
-        )
+_UNREAD = object()  # JudgedTask._panel before the panel setting is read
 
 
 @dataclass(frozen=True)
 class _Resolved:
     settings: Any
-    config: JudgeConfig
+    config: JudgeConfig  # with a panel: its first member's (what a caller that needs one client gets)
     identity: Mapping[str, Any]
+    panel: Panel | None = None
+    members: tuple[MemberIdentity, ...] = ()  # with a panel: each member's configuration and logged identity
 
 
 @contextmanager
@@ -206,6 +185,7 @@ class JudgedTask(SourcedTask):
     _prejudged: PrejudgedItems | None = None
     _settings: Any = None
     _resolved: _Resolved | None = None
+    _panel: Any = _UNREAD
 
     # -- what a judge's task supplies ---------------------------------------------------------------------
 
@@ -287,17 +267,40 @@ class JudgedTask(SourcedTask):
         return self._settings
 
     def judge_config(self) -> JudgeConfig:
-        """The judge configuration this task judges with (resolved once, environment included)."""
+        """The judge configuration this task judges with (resolved once, environment included); with a panel,
+        its first member's (`judge_configs` gives every member's)."""
         return self._resolve().config
+
+    def judge_configs(self) -> tuple[JudgeConfig, ...]:
+        """Every judge configuration this task judges with: the one judge's, or each panel member's."""
+        resolved = self._resolve()
+        return tuple(member.config for member in resolved.members) or (resolved.config,)
 
     def _resolve(self) -> _Resolved:
         """The settings, the judge configuration and the judge's identity, resolved once (environment
         overrides included) and used for every item, so a run cannot judge items under two settings."""
         if self._resolved is None:
             settings = self.settings()
-            config = JudgeConfig.from_env()
-            self._resolved = _Resolved(settings, config, settings.identity(config))
+            panel = self.panel()
+            if panel is None:
+                config = JudgeConfig.from_env()
+                self._resolved = _Resolved(settings, config, settings.identity(config))
+            else:
+                members = tuple(MemberIdentity(m.name, m.config, {**settings.identity(m.config), "panel_member": m.name})
+                                for m in panel.members)
+                first = panel.members[0].config
+                # The panel's own record: the judge and its settings, the members instead of one model.
+                identity = {**settings.identity(first), "model": f"panel({','.join(panel.names)})", "endpoint": None,
+                            "panel": panel.logged()}
+                self._resolved = _Resolved(settings, first, identity, panel, members)
         return self._resolved
+
+    def panel(self) -> Panel | None:
+        """The panel of judges this task judges with (CAPJUDGE_PANEL or metadata `panel`), None for one judge;
+        read once (its problems are ConfigErrors naming the file and member)."""
+        if self._panel is _UNREAD:
+            self._panel = configured_panel(self.config.metadata or {})
+        return self._panel  # type: ignore[return-value]
 
     # -- load-time checks -------------------------------------------------------------------------------
 
@@ -307,16 +310,31 @@ class JudgedTask(SourcedTask):
         self.settings()
         if not self.sends_requests:
             return
-        config = self._resolve().config
-        if config.use_cache and config.cache_path is not None:
-            check_cache_file(config.cache_path)  # where it lives, and that it is a usable cache file
+        resolved = self._resolve()
+        for config in [resolved.config, *(member.config for member in resolved.members)]:
+            if config.use_cache and config.cache_path is not None:
+                check_cache_file(config.cache_path)  # where it lives, and that it is a usable cache file
 
     def check_judge(self) -> None:
         """Unless CAPJUDGE_PREFLIGHT=0: the judge answers one minimal request with the model items will use."""
         if not self.sends_requests or not preflight_enabled():
             return
         resolved = self._resolve()
-        probe_judge(resolved.config, resolved.identity["model"], needs_logprobs=resolved.settings.needs_logprobs)
+        if resolved.panel is None:
+            probe_judge(resolved.config, resolved.identity["model"], needs_logprobs=resolved.settings.needs_logprobs)
+            return
+        # A member that does not answer is reported by name; the run goes on while the rest make a quorum
+        # (its items then fail fast behind its breaker and are counted against it).
+        answering = 0
+        for member in resolved.members:
+            try:
+                probe_judge(member.config, member.identity["model"], needs_logprobs=resolved.settings.needs_logprobs)
+                answering += 1
+            except ConfigError as error:
+                log.error("capjudge: panel member %r: %s", member.name, error)
+        if answering < resolved.panel.quorum:
+            raise ConfigError(f"panel {resolved.panel.source}: {answering} of {len(resolved.members)} members answer, "
+                              f"fewer than the quorum of {resolved.panel.quorum} (each member's problem is logged above)")
 
     def check_rows(self, rows: list[dict[str, Any]]) -> None:
         if not self.settings().needs_video:
@@ -351,12 +369,21 @@ class JudgedTask(SourcedTask):
         description: str | None = None,
         workers: int | None = None,
         bar_position: int = 0,
-    ) -> PrejudgedItems:
+    ) -> PrejudgedItems | PanelPrejudged:
         """Judge every (doc, caption) at the client's concurrency, with a progress bar; used inside lmms-eval
         (`apply_filters`) and by `capjudge judge`, so both make the same requests. `client_for(doc)` gives an
         item its own client instead of the shared one (the batch stage's recorder); `workers` (default: the
         client's bound) is this process's share of it when several processes judge (capjudge.tasks.judging.processes)."""
         resolved = self._resolve()
+        if resolved.panel is not None:
+            if client_for is not None:
+                raise ConfigError("a panel of judges is judged through each member's own client; the Batch API "
+                                  "stage judges with one judge (unset CAPJUDGE_PANEL there)")
+            return judge_with_panel(
+                items, resolved.panel,
+                lambda doc, caption, client: type(self).judge_item(doc, caption, resolved.settings, client),
+                lambda member: shared_client(member.config), workers=workers,
+                description=description or f"capjudge: judging {self.config.task}", bar_position=bar_position)
         shared = shared_client(resolved.config)
         store = PrejudgedItems()
         prejudge(
@@ -392,7 +419,83 @@ class JudgedTask(SourcedTask):
     def process_document(self, doc: dict[str, Any], results: list[str]) -> dict[str, Any]:
         resolved = self._resolve()
         caption = results[0] if results else ""
-        judgment = self._prejudged.take(item_key(doc, caption)) if self._prejudged is not None else None
-        if judgment is None:  # not judged ahead (e.g. process_results called directly): judge it now
-            judgment = type(self).judge_item(doc, caption, resolved.settings, shared_client(resolved.config))
-        return type(self).item_metrics(doc, judgment, resolved.identity)
+        taken = self._prejudged.take(item_key(doc, caption)) if self._prejudged is not None else None
+        if taken is None:  # not judged ahead (e.g. process_results called directly): judge it now
+            if resolved.panel is None:
+                taken = type(self).judge_item(doc, caption, resolved.settings, shared_client(resolved.config))
+            else:
+                taken = {m.name: type(self).judge_item(doc, caption, resolved.settings, shared_client(m.config))
+                         for m in resolved.members}
+        return self.metrics_for(doc, taken)
+
+    def metrics_for(self, doc: Mapping[str, Any], taken: Any) -> dict[str, Any]:
+        """The per-item metrics of what `judge_all`'s store gave for `doc`: one judgment, or with a panel each
+        member's (see capjudge.tasks.judged.panel_judging)."""
+        resolved = self._resolve()
+        if resolved.panel is None:
+            return type(self).item_metrics(doc, taken, resolved.identity)
+        return self._panel_item_metrics(doc, taken, resolved)
+
+    def _panel_item_metrics(self, doc: Mapping[str, Any], judgments: Mapping[str, ItemJudgment],
+                            resolved: _Resolved) -> dict[str, Any]:
+        cls = type(self)
+        settings, panel = resolved.settings, resolved.panel
+        assert panel is not None
+        caption = next(iter(judgments.values())).caption
+        combined = panel_judgment(judgments, panel, cls.combine,
+                                  lambda failure: cls.unjudged(doc, caption, settings, failure))
+        metrics = cls.item_metrics(doc, combined, resolved.identity)
+        by_member = {}
+        for member in resolved.members:
+            member_metrics = cls.item_metrics(doc, judgments[member.name], member.identity)
+            by_member[member.name] = member_metrics
+            metrics.update({member_metric(name, member.name): value for name, value in member_metrics.items()})
+        main = settings.descriptor.main_metric
+        if main is not None:
+            mains = main_values(by_member, main)
+            metrics.update(agreement_values(panel.names, mains, metrics.get(main)))
+            if settings.descriptor.score_level == "ordinal":
+                metrics[main + MEDIAN_SUFFIX] = median_of(mains, combined.ok)
+        return metrics
+
+    # -- what lmms-eval aggregates ----------------------------------------------------------------------
+
+    def aggregation(self) -> dict[str, Any]:
+        """The YAML's aggregations; with a panel also each member's (`<metric>@<member>`, failure counts that
+        name the member), the panel's median grade (ordinal judges) and its agreement figures."""
+        base = super().aggregation()
+        panel = self.panel()
+        if panel is None:
+            return base
+        aggregations = dict(base)
+        for member in panel.names:
+            for metric, aggregate in base.items():
+                aggregations[member_metric(metric, member)] = (
+                    count_failed_by(f"panel member {member!r}") if aggregate is count_failed else aggregate)
+        for metric, aggregate in base.items():
+            if aggregate is count_failed:
+                aggregations[metric] = count_failed_by("the panel")
+        descriptor = self.settings().descriptor
+        main = descriptor.main_metric
+        if main is not None:
+            if descriptor.score_level == "ordinal" and main in base:
+                aggregations[main + MEDIAN_SUFFIX] = mean_of_judged
+            for name, statistic, positions in agreement_metrics(panel.names):
+                aggregations[name] = panel_statistic(statistic, positions, descriptor.score_level)
+        return aggregations
+
+    def higher_is_better(self) -> dict[str, Any]:
+        base = super().higher_is_better()
+        panel = self.panel()
+        if panel is None:
+            return base
+        better = dict(base)
+        for member in panel.names:
+            better.update({member_metric(metric, member): value for metric, value in base.items()})
+        main = self.settings().descriptor.main_metric
+        if main is not None:
+            if main in base:
+                better[main + MEDIAN_SUFFIX] = base[main]
+            for name, statistic, _ in agreement_metrics(panel.names):
+                better[name] = not statistic.startswith("offset")  # an offset is neither: it is a direction
+        return better

@@ -43,16 +43,18 @@ def max_failure_rate(env: Mapping[str, str] | None = None) -> float:
     return value
 
 
-def failure_rate_problem(failed: int, total: int) -> str | None:
-    """Why `failed` unjudged items of `total` make the run a failure, or None when they do not."""
+def failure_rate_problem(failed: int, total: int, who: str = "") -> str | None:
+    """Why `failed` unjudged items of `total` make the run a failure, or None when they do not. `who` names
+    whose judgments they are when it is not the run's one judge (a panel member, the panel)."""
     limit = max_failure_rate()
     if total == 0 or failed / total <= limit:
         return None
-    return f"{failed} of {total} items ({failed / total:.0%}) were not judged, above {RATE_ENV}={limit:g}"
+    by = f" by {who}" if who else ""
+    return f"{failed} of {total} items ({failed / total:.0%}) were not judged{by}, above {RATE_ENV}={limit:g}"
 
 
-def check_failure_rate(failed: int, total: int) -> None:
-    problem = failure_rate_problem(failed, total)
+def check_failure_rate(failed: int, total: int, who: str = "") -> None:
+    problem = failure_rate_problem(failed, total, who)
     if problem is not None:
         fail_at_exit(
             f"capjudge: {problem}; results and samples were written, the run exits with status {EXIT_STATUS}",

@@ -12,8 +12,11 @@ reference stands in for its caption (a caption of the same length costs the same
 
 Printed per task: items, requests (with the re-asks expected at `--reask-rate`), input tokens (text and
 images), expected output tokens (`--output-tokens` per reply; the judge's `max_tokens` is only the ceiling),
-and the cost at the prices given (USD per 1M tokens; no price list is built in, prices change). After a run,
-the usage the API reported is in every sample's record and in the leaderboard's "Judge usage" table.
+and the cost at the prices given (USD per 1M tokens; no price list is built in, prices change). With a panel of
+judges (CAPJUDGE_PANEL, capjudge.judges.client.panel) every member asks every request: one line per member, at
+its own `price_input`/`price_output` from the panel file or else at --price-*, and the panel's total; the panel
+file is read without its keys (nothing is sent). After a run, the usage the API reported is in every sample's
+record and in the leaderboard's "Judge usage" table.
 """
 
 from __future__ import annotations
@@ -48,28 +51,51 @@ class EstimatingClient:
 
 
 @dataclass(frozen=True)
+class MemberCost:
+    """One panel member's share of a panel run: the same requests as one judge, at the member's prices."""
+
+    name: str
+    model: str
+    cost: float | None
+    prices_from: str  # "the panel file", "--price-input/--price-output" or "" (no price)
+
+
+@dataclass(frozen=True)
 class CostEstimate:
     task: str
     items: int
-    requests: float
+    requests: float  # per judge
     text_tokens: int
     image_tokens: int
     output_tokens: float
-    cost: float | None
+    cost: float | None  # per judge (with a panel: at the --price-* prices, when given)
+    members: tuple[MemberCost, ...] = ()  # with a panel (CAPJUDGE_PANEL): every member asks every request
 
     def lines(self) -> list[str]:
         cost = f"${self.cost:,.2f}" if self.cost is not None else "(give --price-input and --price-output)"
-        return [
-            f"task {self.task}: {self.items} items, {self.requests:,.0f} requests expected",
-            f"  input tokens:  {self.text_tokens + self.image_tokens:,} ({self.text_tokens:,} text + {self.image_tokens:,} images)",
-            f"  output tokens: {self.output_tokens:,.0f} expected",
-            f"  cost: {cost}",
+        per = " per judge" if self.members else ""
+        lines = [
+            f"task {self.task}: {self.items} items, {self.requests:,.0f} requests expected{per}",
+            f"  input tokens:  {self.text_tokens + self.image_tokens:,} ({self.text_tokens:,} text + {self.image_tokens:,} images){per}",
+            f"  output tokens: {self.output_tokens:,.0f} expected{per}",
         ]
+        if not self.members:
+            return [*lines, f"  cost: {cost}"]
+        lines.append(f"  panel of {len(self.members)} judges, each asked every request:")
+        for member in self.members:
+            priced = (f"${member.cost:,.2f} (prices from {member.prices_from})" if member.cost is not None
+                      else "(no price: give price_input/price_output in the panel file, or --price-*)")
+            lines.append(f"    {member.name} ({member.model}): {self.requests:,.0f} requests, cost {priced}")
+        costs = [member.cost for member in self.members]
+        total = f"${sum(costs):,.2f}" if all(c is not None for c in costs) else "(not every member has a price)"  # type: ignore[misc]
+        lines.append(f"  panel total: {self.requests * len(self.members):,.0f} requests, cost {total}")
+        return lines
 
 
 def estimate_task(task_name: str, include_path: Path, run: Path | None, captions: Path | None, *, limit: int | None,
                   reask_rate: float, output_tokens: float, prices: tuple[float, float] | None) -> CostEstimate:
     from capjudge.judges.client.config import configured_model
+    from capjudge.judges.client.panel import configured_panel
     from capjudge.tasks.judging.stage import caption_source, load_judged_task, pair_captions
     from capjudge.tasks.judged.judged_task import counting_requests_only
 
@@ -83,6 +109,8 @@ def estimate_task(task_name: str, include_path: Path, run: Path | None, captions
         items = [(doc, _stand_in_caption(doc)) for doc in docs]
     counted = items[:limit] if limit else items
     settings = task.settings()
+    # A panel (CAPJUDGE_PANEL) asks every request of every member; read without keys, since nothing is sent.
+    panel = configured_panel(task.config.metadata or {}, configs=False)
     client = EstimatingClient(configured_model())
     quiet = logging.getLogger("capjudge.tasks.judged.judged_task")  # every item "fails" as not sent: not news
     level, quiet.level = quiet.level, logging.ERROR
@@ -98,8 +126,15 @@ def estimate_task(task_name: str, include_path: Path, run: Path | None, captions
     text = sum(e.text for e in client.estimates) * scale * (1 + reask_rate)
     images = sum(e.images for e in client.estimates) * scale * (1 + reask_rate)
     output = requests * output_tokens
-    cost = None if prices is None else ((text + images) * prices[0] + output * prices[1]) / 1e6
-    return CostEstimate(task_name, len(items), requests, round(text), round(images), output, cost)
+
+    def priced(at: tuple[float, float] | None) -> float | None:
+        return None if at is None else ((text + images) * at[0] + output * at[1]) / 1e6
+
+    members = tuple(
+        MemberCost(m.name, m.model, priced(m.prices or prices),
+                   "the panel file" if m.prices else "--price-input/--price-output" if prices else "")
+        for m in (panel.members if panel is not None else ()))
+    return CostEstimate(task_name, len(items), requests, round(text), round(images), output, priced(prices), members)
 
 
 def _stand_in_caption(doc: Mapping[str, Any]) -> str:

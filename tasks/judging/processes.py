@@ -156,10 +156,10 @@ def _judge_share(task: Any, items: Sequence[Item], index: int, processes: int, t
         store = task.judge_all(items, workers=threads, bar_position=index,
                                description=f"capjudge: judging {task.config.task} [process {index + 1}/{processes}]")
         judgments = _judgments(store, items)
-        usage = shared_client(task.judge_config()).usage()
+        usages = [shared_client(config).usage() for config in task.judge_configs()]
         report = WorkerReport(index=index, pid=os.getpid(), items=len(judgments),
-                              failed=sum(not judgment.result.ok for _, judgment in judgments),
-                              requests=sum(used["requests"] for used in usage.values()))
+                              failed=sum(not judged_by_all(judgment) for _, judgment in judgments),
+                              requests=sum(used["requests"] for usage in usages for used in usage.values()))
         report_to.send((report, judgments))
         status = 0
     except BaseException:  # noqa: BLE001 - reported here; the parent judges this worker's items itself
@@ -186,6 +186,13 @@ def _end_with_parent(parent: int) -> None:
         return
     if os.getppid() != parent:  # it died before the request took effect
         os._exit(1)
+
+
+def judged_by_all(judgment: Any) -> bool:
+    """One judgment, or a panel's per member (capjudge.tasks.judged.panel_judging): was it judged by all?"""
+    if isinstance(judgment, Mapping):
+        return all(member.result.ok for member in judgment.values())
+    return bool(judgment.result.ok)
 
 
 def _judgments(store: PrejudgedItems, items: Sequence[Item]) -> list[tuple[tuple[str, str], Any]]:

@@ -33,6 +33,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from capjudge.judges.record import FAILURE_KEY, JUDGMENT_KEY, RECORD_METRIC
+
 RESULTS_SUFFIX = "_results.json"
 # A model name longer than this (in UTF-8) is refused: no filesystem takes it as a folder name, and no real
 # model is called that.
@@ -212,15 +214,14 @@ def judge_stage(
             store, reports = judge_in_processes(task, items, workers)
     if store is None:
         store = task.judge_all(items, client_for=client_for)
-    identity = task.identity()
     lines = []
     per_metric: dict[str, list[Any]] = {name: [] for name in task.aggregation()}
     failed = 0
     for doc_id, doc, caption in paired:
         judgment = store.take(item_key(doc, caption))
         assert judgment is not None, "every item was judged above"
-        metrics = type(task).item_metrics(doc, judgment, identity)
-        failed += int(not judgment.result.ok)
+        metrics = task.metrics_for(doc, judgment)
+        failed += int(metrics[RECORD_METRIC][JUDGMENT_KEY][FAILURE_KEY] is not None)
         for name in per_metric:
             per_metric[name].append(metrics.get(name))
         # `input` as lmms-eval logs it (the prompt the model was given): the item report shows it.

@@ -1,0 +1,198 @@
+"""A panel of judges: several judge endpoints and models that judge every item of one run, read from a file.
+
+One judge model is one opinion; a panel of several (often smaller, different families) pools them and shows
+where they disagree (Verga et al. 2024, "Replacing Judges with Juries"). A panel file names each member and
+where it is; everything else (the rubric, the prompt, the parser) stays the task's:
+
+    # panel.yaml (YAML or JSON)
+    quorum: 2                      # members that must judge an item for the panel to score it (default: a majority)
+    members:
+      - name: gpt4o                # [A-Za-z0-9_.-], up to 40 characters: it names the member's metrics (`gveval_mean@gpt4o`)
+        model: gpt-4o-2024-08-06
+        api_key_env: OPENAI_API_KEY     # the NAME of the variable holding the key; a key itself is refused
+        price_input: 2.50          # optional, USD per 1M tokens: `capjudge estimate` prices this member with them
+        price_output: 10.00
+      - name: qwen
+        model: Qwen/Qwen2.5-VL-7B-Instruct
+        base_url: http://gpu-box:8000/v1
+        max_concurrency: 32        # optional, per member: max_concurrency, rpm, tpm, timeout
+      - name: azure4o
+        api_type: azure
+        azure_endpoint: https://NAME.openai.azure.com
+        model: my-gpt4o-deployment
+        api_key_env: AZURE_OPENAI_API_KEY
+
+A run uses a panel when `CAPJUDGE_PANEL` names the file (or a task's metadata has `panel: PATH`). Each member
+is its own `JudgeConfig`: its own client, concurrency bound, rate-limit budget (kept per endpoint and model)
+and reply-cache keys (the request body names the member's model). What the environment says about the single
+judge (OPENAI_BASE_URL, MODEL_VERSION, API_TYPE, keys, CAPJUDGE_RPM/TPM/MAX_CONCURRENCY) does not leak into a
+member: a member is exactly what its entry says. Client-wide settings (the cache file, timeouts' defaults,
+retries, the breaker) still come from the environment. Every problem is one ConfigError naming the file, the
+member and the field, raised before any item is judged.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from capjudge.judges.client.config import ConfigError, JudgeConfig
+
+PANEL_VARIABLE = "CAPJUDGE_PANEL"
+MEMBER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,39}$")
+# Separates a metric from the member it belongs to: `gveval_mean@qwen`.
+MEMBER_SEPARATOR = "@"
+
+_MEMBER_KEYS = {"name", "model", "api_type", "base_url", "azure_endpoint", "api_version", "api_key_env",
+                "max_concurrency", "rpm", "tpm", "timeout", "price_input", "price_output"}
+_NUMBER_KEYS = {"max_concurrency": int, "rpm": int, "tpm": int, "timeout": float}
+# USD per 1M tokens, for `capjudge estimate` (no price list is built in: prices change).
+_PRICE_KEYS = ("price_input", "price_output")
+# The single judge's variables: a member never inherits them (it says where it is and which model it is).
+_SINGLE_JUDGE_VARIABLES = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_API_URL", "API_TYPE", "AZURE_OPENAI_API_KEY",
+                           "AZURE_OPENAI_ENDPOINT", "AZURE_OPENAI_API_VERSION", "OPENAI_API_VERSION", "MODEL_VERSION",
+                           "CAPJUDGE_JUDGE_MODEL", "CAPJUDGE_MAX_CONCURRENCY", "CAPJUDGE_RPM", "CAPJUDGE_TPM")
+
+
+@dataclass(frozen=True)
+class PanelMember:
+    name: str
+    config: JudgeConfig | None  # None when the panel was read to count requests only (no key needed)
+    model: str = ""
+    prices: tuple[float, float] | None = None  # (input, output) USD per 1M tokens, when the file gives them
+
+    def metric(self, metric: str) -> str:
+        """This member's name for one of the task's metrics."""
+        return member_metric(metric, self.name)
+
+
+@dataclass(frozen=True)
+class Panel:
+    members: tuple[PanelMember, ...]
+    quorum: int
+    source: str  # the panel file, as given
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(member.name for member in self.members)
+
+    def logged(self) -> dict[str, Any]:
+        """What a run's records say about the panel (no key, no credential in a URL)."""
+        return {"file": self.source, "quorum": self.quorum,
+                "members": [{"name": m.name, "model": m.model,
+                             "endpoint": m.config.endpoint_label if m.config is not None else None}
+                            for m in self.members]}
+
+
+def member_metric(metric: str, member: str) -> str:
+    return f"{metric}{MEMBER_SEPARATOR}{member}"
+
+
+def configured_panel(metadata: Mapping[str, Any] | None = None, env: Mapping[str, str] | None = None, *,
+                     configs: bool = True) -> Panel | None:
+    """The panel this run judges with: CAPJUDGE_PANEL, else the task metadata's `panel`; None: one judge."""
+    env = os.environ if env is None else env
+    path = env.get(PANEL_VARIABLE) or (metadata or {}).get("panel")
+    if not path:
+        return None
+    return load_panel(Path(str(path)), env, configs=configs)
+
+
+def load_panel(path: Path, env: Mapping[str, str] | None = None, *, configs: bool = True) -> Panel:
+    """Read and check a panel file; each member's configuration is built (and validated) here, unless
+    `configs=False` (`capjudge estimate`, which sends nothing: then no key, endpoint or cache is needed)."""
+    import yaml
+
+    env = os.environ if env is None else env
+    where = f"panel file {path}"
+    try:
+        raw = yaml.safe_load(Path(path).expanduser().read_text(encoding="utf-8"))
+    except OSError as error:
+        raise ConfigError(f"{where}: cannot read it ({error.strerror or error})") from None
+    except (yaml.YAMLError, UnicodeDecodeError) as error:
+        raise ConfigError(f"{where}: not YAML or JSON ({type(error).__name__})") from None
+    if not isinstance(raw, Mapping) or set(raw) - {"members", "quorum"}:
+        extra = sorted(set(raw) - {"members", "quorum"}) if isinstance(raw, Mapping) else None
+        raise ConfigError(f"{where}: expected an object with `members` (and optionally `quorum`)"
+                          + (f"; unknown keys {extra}" if extra else ""))
+    entries = raw.get("members")
+    if not isinstance(entries, list) or len(entries) < 2:
+        raise ConfigError(f"{where}: `members` must list at least two judges")
+    members = tuple(_member(entry, position, where, env, configs) for position, entry in enumerate(entries))
+    names = [member.name for member in members]
+    duplicate = next((name for name in names if names.count(name) > 1), None)
+    if duplicate is not None:
+        raise ConfigError(f"{where}: two members are named {duplicate!r}")
+    places = [(m.config.endpoint_label if m.config else entry.get("base_url") or entry.get("azure_endpoint"), m.model)
+              for m, entry in zip(members, entries)]
+    same = next((p for p in places if places.count(p) > 1), None)
+    if same is not None:
+        raise ConfigError(f"{where}: two members are model {same[1]!r} at {same[0]}: one judge, not two opinions")
+    quorum = raw.get("quorum", len(members) // 2 + 1)
+    if isinstance(quorum, bool) or not isinstance(quorum, int) or not 1 <= quorum <= len(members):
+        raise ConfigError(f"{where}: `quorum` must be a whole number from 1 to {len(members)}, got {quorum!r}")
+    return Panel(members, quorum, str(path))
+
+
+def _member(entry: Any, position: int, where: str, env: Mapping[str, str], configs: bool = True) -> PanelMember:
+    if not isinstance(entry, Mapping):
+        raise ConfigError(f"{where}: member {position + 1} is not an object")
+    name = entry.get("name")
+    if not isinstance(name, str) or not MEMBER_NAME.match(name):
+        raise ConfigError(f"{where}: member {position + 1}: `name` must be 1-40 characters of A-Z a-z 0-9 _ . - "
+                          f"(it names the member's metrics), got {name!r}")
+    at = f"{where}: member {name!r}"
+    if "api_key" in entry:
+        raise ConfigError(f"{at}: an API key does not belong in a file; name its environment variable with "
+                          "`api_key_env`")
+    unknown = sorted(set(entry) - _MEMBER_KEYS)
+    if unknown:
+        raise ConfigError(f"{at}: unknown keys {unknown} (known: {', '.join(sorted(_MEMBER_KEYS))})")
+    text = {key: entry[key] for key in ("model", "api_type", "base_url", "azure_endpoint", "api_version",
+                                        "api_key_env") if entry.get(key) is not None}
+    for key, value in text.items():
+        if not isinstance(value, str) or not value.strip():
+            raise ConfigError(f"{at}: `{key}` must be non-empty text, got {value!r}")
+    if "model" not in text:
+        raise ConfigError(f"{at}: `model` is missing (a panel names each member's model)")
+    api_type = text.get("api_type", "openai")
+    if api_type not in ("openai", "azure"):
+        raise ConfigError(f"{at}: `api_type` must be 'openai' or 'azure', got {api_type!r}")
+    numbers: dict[str, object] = {}
+    for key, kind in _NUMBER_KEYS.items():
+        if key in entry:
+            value = entry[key]
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or (kind is int and not isinstance(value, int)):
+                raise ConfigError(f"{at}: `{key}` must be a number, got {value!r}")
+            numbers[key] = kind(value)
+    prices = [entry.get(key) for key in _PRICE_KEYS]
+    if any(price is not None for price in prices):
+        if not all(isinstance(p, (int, float)) and not isinstance(p, bool) and math.isfinite(p) and p >= 0 for p in prices):
+            raise ConfigError(f"{at}: `price_input` and `price_output` go together, each a non-negative number of "
+                              f"USD per 1M tokens, got {prices}")
+    member_prices = (float(prices[0]), float(prices[1])) if prices[0] is not None else None
+    if not configs:
+        return PanelMember(name, None, text["model"], member_prices)
+    key_variable = text.get("api_key_env")
+    api_key = None
+    if key_variable is not None:
+        api_key = env.get(key_variable)
+        if not api_key:
+            raise ConfigError(f"{at}: api_key_env names {key_variable}, which is not set")
+    member_env = {k: v for k, v in env.items() if k not in _SINGLE_JUDGE_VARIABLES}
+    try:
+        config = JudgeConfig.from_env(
+            member_env, api_type=api_type, model=text["model"], base_url=text.get("base_url"),
+            azure_endpoint=text.get("azure_endpoint"), api_version=text.get("api_version"), api_key=api_key,
+            **numbers)
+    except ConfigError as error:
+        if api_key is None and str(error).startswith("no API key"):
+            raise ConfigError(f"{at}: no API key for {text.get('base_url') or text.get('azure_endpoint') or 'OpenAI'}: "
+                              "name the variable that holds it with `api_key_env`") from None
+        raise ConfigError(f"{at}: {error}") from None
+    return PanelMember(name, config, text["model"], member_prices)

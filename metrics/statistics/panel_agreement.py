@@ -1,0 +1,93 @@
+"""How the members of a judge panel agree: the same statistics as the annotator ceiling, with judges as raters.
+
+* Kendall tau-b between every pair of members, with its item-bootstrap interval (the code the annotator
+  ceiling and the judge-human figures use, so the three are on one scale);
+* Krippendorff's alpha across the members, at the judge's level of measurement (interval for G-VEval's 0-100
+  scores, ordinal for AnyCap's 0-4), with its bootstrap interval;
+* each member's offset from the panel: the mean of (member - panel) over the items both scored, with a BCa
+  bootstrap interval from scipy. A harsh member is negative, a lenient one positive.
+
+Input is an (items, members) matrix with NaN where a member did not judge an item, and the panel's score per
+item (NaN where the panel did not reach its quorum).
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats
+
+from capjudge.metrics.statistics.annotator_agreement import AlphaLevel, AlphaResult, annotator_agreement
+from capjudge.metrics.statistics.correlation import DEFAULT_SETTINGS, BootstrapSettings, Coefficient
+
+
+@dataclass(frozen=True)
+class MemberPair:
+    first: str
+    second: str
+    kendall_b: Coefficient
+
+
+@dataclass(frozen=True)
+class MemberOffset:
+    """Mean (member - panel) over the items both scored; None when no item was."""
+
+    member: str
+    mean: float | None
+    ci_low: float | None
+    ci_high: float | None
+    n_items: int
+
+
+@dataclass(frozen=True)
+class PanelAgreement:
+    members: tuple[str, ...]
+    alpha: AlphaResult
+    pairs: tuple[MemberPair, ...]
+    offsets: tuple[MemberOffset, ...]
+
+    def pair(self, first: str, second: str) -> MemberPair:
+        return next(p for p in self.pairs if {p.first, p.second} == {first, second})
+
+    def offset(self, member: str) -> MemberOffset:
+        return next(o for o in self.offsets if o.member == member)
+
+
+def panel_agreement(scores: np.ndarray, panel: np.ndarray, members: tuple[str, ...], level: AlphaLevel,
+                    settings: BootstrapSettings = DEFAULT_SETTINGS) -> PanelAgreement:
+    """Agreement among the columns of `scores` (one per member, NaN: not judged) and each one's offset from
+    `panel` (one value per item, NaN: below quorum)."""
+    scores = np.asarray(scores, dtype=np.float64)
+    panel = np.asarray(panel, dtype=np.float64)
+    if scores.ndim != 2 or scores.shape[1] != len(members) or panel.shape != (scores.shape[0],):
+        raise ValueError(f"expected an (items, {len(members)}) matrix and one panel score per item, "
+                         f"got {scores.shape} and {panel.shape}")
+    agreement = annotator_agreement(scores, settings=settings)
+    pairs = tuple(MemberPair(members[p.first], members[p.second], p.kendall_b) for p in agreement.annotator_pairs)
+    offsets = tuple(_offset(member, scores[:, column], panel, settings) for column, member in enumerate(members))
+    return PanelAgreement(members, agreement.alpha(level), pairs, offsets)
+
+
+def _offset(member: str, values: np.ndarray, panel: np.ndarray, settings: BootstrapSettings) -> MemberOffset:
+    both = np.isfinite(values) & np.isfinite(panel)
+    differences = values[both] - panel[both]
+    n = int(differences.size)
+    if n == 0:
+        return MemberOffset(member, None, None, None, 0)
+    mean = float(differences.mean())
+    if settings.n_resamples <= 0 or n < 2:
+        return MemberOffset(member, mean, None, None, n)
+    if np.ptp(differences) == 0:  # every item the same offset: no spread to resample (BCa is undefined there)
+        return MemberOffset(member, mean, mean, mean, n)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", category=stats.DegenerateDataWarning)
+        interval = stats.bootstrap((differences,), np.mean, n_resamples=settings.n_resamples,
+                                   confidence_level=settings.confidence, method="BCa",
+                                   rng=np.random.default_rng(settings.seed)).confidence_interval
+    low, high = float(interval.low), float(interval.high)
+    if not (math.isfinite(low) and math.isfinite(high)):
+        return MemberOffset(member, mean, None, None, n)
+    return MemberOffset(member, mean, low, high, n)

@@ -1,0 +1,149 @@
+"""Judging every item with a panel of judges (capjudge.judges.client.panel), and what the run logs of it.
+
+Each member judges every item exactly as a run with that one judge would (same requests, same cache keys,
+same per-item record), through its own client. Per item the task then logs and aggregates:
+
+- each member's metrics under `<metric>@<member>` (`gveval_mean@qwen`, `gveval_failed@qwen`, the member's
+  record as `judged@qwen`), so every single-judge figure exists per member;
+- the panel's under the task's usual names: the judge's own combination of the members' results (G-VEval:
+  the mean of each score; AnyCap: the mean score, and `<main>_median`, the median of the members' grades),
+  from the members that judged the item. With fewer than the panel's quorum the item is unjudged for the
+  panel (`panel_below_quorum`), never scored from what is there. The panel's record (`judged`) says which
+  members judged the item and why the others did not;
+- the members' main scores side by side (`panel_*` metrics), from which the aggregations compute the
+  agreement: Krippendorff's alpha, pairwise Kendall tau-b, each member's offset from the panel.
+"""
+
+from __future__ import annotations
+
+import statistics
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from capjudge.judges.client.panel import Panel, member_metric
+from capjudge.judges.types import ParseFailure
+from capjudge.tasks.judged.item_judgment import ItemJudgment
+from capjudge.tasks.judged.prejudge import PrejudgedItems, prejudge
+from capjudge.judges.types import Usage
+
+PANEL_BELOW_QUORUM = "panel_below_quorum"
+MEDIAN_SUFFIX = "_median"
+# The per-item metrics that carry the members' main scores to the agreement aggregations.
+ALPHA_METRIC = "panel_alpha"
+KENDALL_METRIC = "panel_kendall_b"
+OFFSET_METRIC = "panel_offset"
+CI_SUFFIXES = ("", "_ci_low", "_ci_high")
+
+
+def pair_name(first: str, second: str) -> str:
+    return f"{first}~{second}"
+
+
+def agreement_metrics(members: Sequence[str]) -> list[tuple[str, str, tuple[int, ...]]]:
+    """(metric name, statistic, member positions) for every agreement figure of a panel with `members`:
+    alpha across all, tau-b per pair, offset per member; each with its interval's ends."""
+    figures: list[tuple[str, str, tuple[int, ...]]] = []
+    for suffix in CI_SUFFIXES:
+        figures.append((f"{ALPHA_METRIC}{suffix}", f"alpha{suffix}", ()))
+    for i, first in enumerate(members):
+        for j in range(i + 1, len(members)):
+            for suffix in CI_SUFFIXES:
+                figures.append((member_metric(f"{KENDALL_METRIC}{suffix}", pair_name(first, members[j])),
+                                f"kendall_b{suffix}", (i, j)))
+    for i, member in enumerate(members):
+        for suffix in CI_SUFFIXES:
+            figures.append((member_metric(f"{OFFSET_METRIC}{suffix}", member), f"offset{suffix}", (i,)))
+    return figures
+
+
+class PanelPrejudged:
+    """Every member's judgments made ahead of `process_results`; `take` gives an item's, by member."""
+
+    def __init__(self, members: Sequence[str]) -> None:
+        self.stores = {name: PrejudgedItems() for name in members}
+
+    def take(self, key: tuple[str, str]) -> dict[str, ItemJudgment] | None:
+        taken = {name: store.take(key) for name, store in self.stores.items()}
+        return None if any(judgment is None for judgment in taken.values()) else taken  # type: ignore[return-value]
+
+
+def judge_with_panel(items: Sequence[tuple[Mapping[str, Any], str]], panel: Panel,
+                     judge_one: Callable[[Mapping[str, Any], str, Any], ItemJudgment],
+                     client_of: Callable[[Any], Any], *, workers: int | None, description: str,
+                     bar_position: int = 0) -> PanelPrejudged:
+    """Every member judges every item, the members side by side (each at its own concurrency bound, so a slow
+    or rate-limited member holds up no other). `judge_one(doc, caption, client)`; `client_of(member)`."""
+    store = PanelPrejudged(panel.names)
+    errors: list[BaseException] = []
+
+    def run(position: int) -> None:
+        member = panel.members[position]
+        client = client_of(member)
+        try:
+            prejudge(items, lambda doc, caption: judge_one(doc, caption, client),
+                     workers=workers or member.config.max_concurrency, description=f"{description} @{member.name}",
+                     into=store.stores[member.name], bar_position=bar_position + position)
+        except BaseException as error:  # noqa: BLE001 - re-raised once every member has finished
+            errors.append(error)
+        finally:
+            client.flush_cache()
+
+    threads = [threading.Thread(target=run, args=(position,), name=f"capjudge-panel-{member.name}", daemon=True)
+               for position, member in enumerate(panel.members)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise errors[0]
+    return store
+
+
+def panel_judgment(judgments: Mapping[str, ItemJudgment], panel: Panel, combine: Callable[[list[Any]], Any],
+                   unjudged: Callable[[ParseFailure], Any]) -> ItemJudgment:
+    """The panel's judgment of one item from its members' (in panel order)."""
+    first = next(iter(judgments.values()))
+    judged = [name for name, judgment in judgments.items() if judgment.ok]
+    missing = {name: judgment.result.failure_kind for name, judgment in judgments.items() if not judgment.ok}
+    kinds = set(missing.values())
+    if len(judged) >= panel.quorum:
+        result = combine([judgments[name].result for name in judged])
+    elif not judged and len(kinds) == 1:  # the item itself could not be judged (no video, caption too long)
+        result = first.result
+    else:
+        result = unjudged(ParseFailure(PANEL_BELOW_QUORUM, (
+            f"item {first.item_id}: {len(judged)} of {len(judgments)} panel members judged it, fewer than the "
+            f"quorum of {panel.quorum} (not judged: " + ", ".join(f"{n}: {k}" for n, k in missing.items()) + ")")))
+    return ItemJudgment(
+        first.item_id, first.caption, first.video, result, raw_reply=None,
+        cache_hit=all(j.cache_hit for j in judgments.values()), requests=sum(j.requests for j in judgments.values()),
+        usage=sum((j.usage for j in judgments.values()), Usage()),
+        panel={"judged_by": judged, "not_judged": missing, "quorum": panel.quorum},
+    )
+
+
+def main_values(member_metrics: Mapping[str, Mapping[str, Any]], main: str) -> list[float | None]:
+    """Each member's value of the main metric for one item (None: not judged), in panel order."""
+    return [None if values.get(main) is None else float(values[main]) for values in member_metrics.values()]
+
+
+def agreement_values(members: Sequence[str], mains: list[float | None], panel_main: float | None) -> dict[str, Any]:
+    """The per-item values of every agreement metric: the same payload under each name (one cached
+    computation serves them all, as for the judge-human coefficients)."""
+    payload = {"members": list(mains), "panel": panel_main}
+    return {name: payload for name, _, _ in agreement_metrics(members)}
+
+
+def median_of(mains: list[float | None], panel_ok: bool) -> float | None:
+    """The median of the members' grades for an item the panel judged (None otherwise)."""
+    judged = [value for value in mains if value is not None]
+    return statistics.median(judged) if panel_ok and judged else None
+
+
+@dataclass(frozen=True)
+class MemberIdentity:
+    name: str
+    config: Any
+    identity: Mapping[str, Any]
