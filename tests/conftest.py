@@ -28,7 +28,7 @@ LONGEST_FIRST = (
     "test_multi_process.py", "test_reliability_interrupted.py", "test_vatex_baselines.py", "test_judge_panel.py",
     "test_budget.py", "test_judge_stage.py", "test_batch_stage.py", "test_correlation_plots.py",
     "test_leaderboard_noise.py", "test_leaderboard_panel.py", "test_judge_noise.py", "test_prejudge.py",
-    "test_local_server.py",
+    "test_local_server.py", "test_item_report_panel.py",
 )
 
 

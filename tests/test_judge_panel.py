@@ -105,6 +105,12 @@ def test_anycap_panel_reports_the_mean_and_the_median_grade(panel_outcome):
     assert results["anycap_score_median,none"] == pytest.approx(statistics.fmean(medians), abs=1e-9)
 
 
+def member_pairs():
+    """(i, j, the metric of their tau-b) for every pair of the scripted members."""
+    return [(i, j, f"panel_kendall_b@{PANEL_MODELS[i]}~{PANEL_MODELS[j]}")
+            for i in range(len(PANEL_MODELS)) for j in range(i + 1, len(PANEL_MODELS))]
+
+
 def _member_matrix(run, task, metric):
     samples = run.samples(task)
     scores = np.array([[s[f"{metric}@{m}"] for m in PANEL_MODELS] for s in samples], dtype=float)
@@ -118,11 +124,9 @@ def test_agreement_is_the_statistics_of_the_members_scores_and_recovers_their_bi
     alpha = krippendorff.alpha(reliability_data=scores.T, level_of_measurement="interval")
     assert results["panel_alpha,none"] == pytest.approx(alpha, abs=1e-9)
     assert results["panel_alpha_ci_low,none"] <= alpha <= results["panel_alpha_ci_high,none"]
-    for i, first in enumerate(PANEL_MODELS):
-        for j in range(i + 1, len(PANEL_MODELS)):
-            name = f"panel_kendall_b@{first}~{PANEL_MODELS[j]}"
-            assert results[f"{name},none"] == pytest.approx(kendalltau(scores[:, i], scores[:, j]).statistic, abs=1e-9)
-            assert results[f"{name.replace('@', '_ci_low@')},none"] <= results[f"{name},none"]
+    for i, j, name in member_pairs():
+        assert results[f"{name},none"] == pytest.approx(kendalltau(scores[:, i], scores[:, j]).statistic, abs=1e-9)
+        assert results[f"{name.replace('@', '_ci_low@')},none"] <= results[f"{name},none"]
     # Offsets: the observed mean (member - panel), and the noise-free offset of each script inside its interval.
     words = np.array([len(CAPTION_OF[s["judged"]["item_id"]].split()) for s in samples])
     biases = np.stack([np.full(len(words), -20.0), np.full(len(words), 10.0), 2.0 * (words - 12)], axis=1)
@@ -144,10 +148,9 @@ def test_anycap_agreement_is_ordinal(panel_outcome):
     _, scores, _ = _member_matrix(run, "anycap_style_demo", "anycap_score")
     expected = krippendorff.alpha(reliability_data=scores.T, level_of_measurement="ordinal")
     assert results["panel_alpha,none"] == pytest.approx(expected, abs=1e-9)
-    for i, first in enumerate(PANEL_MODELS):
-        for j in range(i + 1, len(PANEL_MODELS)):
-            tau = kendalltau(scores[:, i], scores[:, j]).statistic
-            assert math.isfinite(tau) and results[f"panel_kendall_b@{first}~{PANEL_MODELS[j]},none"] == pytest.approx(tau)
+    for i, j, name in member_pairs():
+        tau = kendalltau(scores[:, i], scores[:, j]).statistic
+        assert math.isfinite(tau) and results[f"{name},none"] == pytest.approx(tau)
 
 
 def test_capjudge_judge_gives_the_same_values_in_one_process_from_the_cache_and_in_two_afresh(panel_outcome):
@@ -170,10 +173,15 @@ def test_capjudge_judge_gives_the_same_values_in_one_process_from_the_cache_and_
                 # Same models at another port: the cache keys name the model and the request, so all is cached.
                 assert judge.log == []
             else:
-                # Two worker processes, each asking every member about its half of the items, once.
-                asked = Counter((entry.client_pid, entry.body["model"]) for entry in judge.log)
-                assert None not in {pid for pid, _ in asked} and len({pid for pid, _ in asked}) == 2, asked
-                assert sorted(asked.values()) == [N_ITEMS // 2] * 2 * len(PANEL_MODELS), asked
+                # Two worker processes, each asking every member about its half of the items, once: each reports
+                # its pid, items and requests; the server saw every member asked about every item once, and
+                # (where /proc still showed the connection's owner) only from those two processes.
+                reported = {int(pid): (int(items), int(requests)) for pid, items, requests in
+                            re.findall(r"process \d/2 \(pid (\d+)\): (\d+) items, 0 failed, (\d+) requests", done.stderr)}
+                assert sorted(reported.values()) == [(N_ITEMS // 2, N_ITEMS // 2 * len(PANEL_MODELS))] * 2, done.stderr
+                assert Counter(entry.body["model"] for entry in judge.log) == {m: N_ITEMS for m in PANEL_MODELS}
+                seen = {entry.client_pid for entry in judge.log} - {None}
+                assert seen == set(reported), (seen, reported)
             for item_id, sample in by_item(run, "gveval_demo").items():
                 for key, value in sample.items():
                     if key.startswith(("gveval_", "panel_")):
@@ -318,3 +326,32 @@ def test_correlate_gives_each_member_and_the_panel_against_the_human_ratings(tmp
     # A run without samples of the task named is one line, exit 2.
     wrong = run_capjudge("correlate", "--msvd-eval", str(msvd), "--run", str(run.results_file), "--task", "gveval")
     assert wrong.returncode == 2 and "no samples of task 'gveval'" in wrong.stderr, wrong.stderr
+
+
+def test_vatex_reads_each_members_scores_of_a_panel_run(tmp_path):
+    """`capjudge vatex FILE RUN --metric gveval_mean@<member>` (VATEX-EVAL, the text-only references task, 12
+    candidates) reports the member exactly as the same scores given as a JSONL scorer file."""
+    vatex = shared_path("data", "vatex_eval", "vid_cans_score_dict.json")
+    with judge_server(responder=panel_responder) as judge:
+        run = run_lmms_eval(model="captions_file", model_args="field=candidate", tasks="gveval_vatex_references",
+                            output_path=tmp_path / "vatex", judge_base_url=judge.base_url,
+                            cache_path=tmp_path / "cache.sqlite", limit=12,
+                            env={"CAPJUDGE_PANEL": str(write_panel(tmp_path, judge.base_url)),
+                                 "CAPJUDGE_VATEX_EVAL_JSON": str(vatex)})
+    as_jsonl = tmp_path / "lenient.jsonl"
+    lines = []
+    for sample in run.samples("gveval_vatex_references"):
+        clip_id, index = sample["judged"]["item_id"].rsplit("#", 1)
+        lines.append(json.dumps({"clip_id": clip_id, "candidate_index": int(index), "score": sample["gveval_mean@lenient"]}))
+    as_jsonl.write_text("\n".join(lines) + "\n")
+
+    def rows(scorer, *extra):
+        done = run_capjudge("vatex", str(vatex), str(scorer), *extra, "--resamples", "0", "--format", "json", timeout=300)
+        assert done.returncode == 0, done.stderr
+        report = json.loads(done.stdout)
+        return [{k: v for k, v in row.items() if k not in ("name", "source")} for row in report["scorers"][:1]]
+
+    assert rows(run.run_dir, "--metric", "gveval_mean@lenient") == rows(as_jsonl)
+    assert rows(run.run_dir, "--metric", "gveval_mean@lenient") != rows(run.run_dir, "--metric", "gveval_mean@harsh")
+    missing = run_capjudge("vatex", str(vatex), str(run.run_dir), "--metric", "gveval_mean@nobody", "--resamples", "0")
+    assert missing.returncode == 2 and "has no per-item metric 'gveval_mean@nobody'" in missing.stderr, missing.stderr

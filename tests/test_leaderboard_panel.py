@@ -1,6 +1,6 @@
 """The leaderboard of runs judged by a panel of judges (#28 item 5): each member's ranking beside the panel's,
-the pairs of models whose order changes between members, and the members' agreement, in leaderboard.md, .csv
-and .html.
+the pairs of models whose order changes between members, and the members' agreement (alpha, each pair's
+tau-b, each member's offset), in leaderboard.md, .csv and .html.
 
 Real runs: lmms-eval on the real `gveval_demo` task (6 items) for three caption sets, each judged by the test
 server's three scripted judges (tests/openai_server.py `panel_responder`: harsh, lenient, and long, which
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import re
 import shutil
 from pathlib import Path
@@ -32,6 +33,7 @@ MODELS = ("good", "fair", "verbose")
 DEMO = REPO_ROOT / "tasks" / "demo"
 FAST = ("--resamples", "200", "--permutations", "99")  # the statistics are not what is tested here
 ENDS = ("", "_ci_low", "_ci_high")  # a panel figure and its interval's ends
+PAIRS = tuple(f"{a}~{b}" for i, a in enumerate(PANEL_MODELS) for b in PANEL_MODELS[i + 1:])  # panel file's order
 
 
 def _captions(name: str) -> list[dict]:
@@ -95,6 +97,21 @@ def _csv_rows(path: Path) -> dict[str, dict[str, str]]:
 def _ranks(values: dict[str, float]) -> dict[str, int]:
     """Competition ranking, higher is better: 1 + the number of models strictly above."""
     return {name: 1 + sum(other > value for other in values.values()) for name, value in values.items()}
+
+
+def _kendall(figures: dict, pair: str) -> list[float | None]:
+    """A pair of members' tau-b and its interval's ends, as the run's results JSON holds them (None: NaN, the
+    run could not compute it: a member gave every item the same score)."""
+    values = [figures[f"panel_kendall_b{end}@{pair},none"] for end in ENDS]
+    return [None if math.isnan(value) else value for value in values]
+
+
+def _csv_kendall(row: dict[str, str], pair: str) -> list[float | None]:
+    return [float(cell) if cell else None for cell in (row[f"{TASK}/panel_kendall_b{end}@{pair}"] for end in ENDS)]
+
+
+def _kendall_text(figure: list[float | None]) -> str:
+    return "—" if figure[0] is None else f"{figure[0]:.2f} [{figure[1]:.2f}, {figure[2]:.2f}]"
 
 
 def _flipped_pairs(results: dict[str, dict]) -> set[frozenset[str]]:
@@ -171,7 +188,18 @@ def test_agreement_per_model_is_the_runs_alpha_and_offsets(runs):
             shown = f"{offset[0]:+.1f} [{offset[1]:+.1f}, {offset[2]:+.1f}]"
             assert agreement[name][f"offset@{member} [95% CI]"] == shown
             assert [float(rows[name][f"{TASK}/panel_offset{end}@{member}"]) for end in ENDS] == offset
+        for pair in PAIRS:
+            kendall = _kendall(figures, pair)
+            assert agreement[name][f"tau-b {pair} [95% CI]"] == _kendall_text(kendall)
+            assert _csv_kendall(rows[name], pair) == kendall
+    # harsh gives every verbose caption 0: its tau-b with anyone is undefined there, and shown as such.
+    assert [_kendall(results["verbose"], pair)[0] is None for pair in PAIRS] == [True, True, False]
+    assert all(None not in _kendall(results[name], pair) for name in ("good", "fair") for pair in PAIRS)
     assert all(float(rows[name][f"{TASK}/panel_offset@harsh"]) < 0 for name in MODELS)
+    # The tau-b columns come after every column the panel part had before them (the flips last among those).
+    header = next(csv.reader((runs["board"] / "leaderboard.csv").open(encoding="utf-8")))
+    kendall_columns = [f"{TASK}/panel_kendall_b{end}@{pair}" for pair in PAIRS for end in ENDS]
+    assert header[-len(kendall_columns) - 1:] == [f"order_flips_{TASK}", *kendall_columns]
 
 
 @pytest.mark.slow
@@ -191,7 +219,21 @@ def test_the_page_shows_the_panel_and_the_flip_in_a_real_browser(runs, open_page
     headers = table.locator("th").all_inner_texts()
     table.locator("th").nth(headers.index("# long")).click()
     assert table.locator("tbody tr td.model").all_inner_texts() == ["good", "verbose", "fair"]
-    assert panel.locator("table.panel-agreement tbody tr").count() == 3
+    agreement = panel.locator("table.panel-agreement")
+    assert agreement.locator("tbody tr").count() == 3
+    # Each pair's tau-b, the value with its interval under it, as the run's results hold them.
+    headers = agreement.locator("th").all_inner_texts()
+    for pair in PAIRS:
+        column = headers.index(f"tau-b {pair} [95% CI]")
+        for row, name in enumerate(MODELS):
+            cell = agreement.locator("tbody tr").nth(row).locator("td").nth(column)
+            kendall = _kendall(runs["results"][name], pair)
+            assert cell.is_visible()
+            if kendall[0] is None:
+                assert cell.locator(".value").inner_text() == "—" and cell.locator(".ci").count() == 0
+                continue
+            assert cell.locator(".value").inner_text() == f"{kendall[0]:.2f}"
+            assert cell.locator(".ci").inner_text() == f"[{kendall[1]:.2f}, {kendall[2]:.2f}]"
 
 
 @pytest.mark.slow
@@ -220,8 +262,14 @@ def test_runs_judged_by_different_panels_are_compared_on_the_members_they_share(
     copy = shutil.copytree(runs["folders"]["verbose"].run_dir, tmp_path / "verbose")
     results_file = next(copy.glob("*_results.json"))
     results_file.write_text(re.sub(r"@long\b", "@longer", results_file.read_text(encoding="utf-8")), encoding="utf-8")
+    # fair's run, as if its panel file had listed lenient before harsh: its results name the pair the other way.
+    fair = shutil.copytree(runs["folders"]["fair"].run_dir, tmp_path / "fair")
+    fair_results = next(fair.glob("*_results.json"))
+    text = fair_results.read_text(encoding="utf-8")
+    assert text.count("@harsh~lenient,") == len(ENDS)
+    fair_results.write_text(text.replace("@harsh~lenient,", "@lenient~harsh,"), encoding="utf-8")
     out = tmp_path / "board"
-    done = run_capjudge("leaderboard", *(str(runs["folders"][name].run_dir) for name in ("good", "fair")), str(copy),
+    done = run_capjudge("leaderboard", str(runs["folders"]["good"].run_dir), str(fair), str(copy),
                         "--out", str(out), *FAST)
     assert done.returncode == 0, done.stderr
     section = " ".join(_section((out / "leaderboard.md").read_text(encoding="utf-8")).split())
@@ -233,3 +281,10 @@ def test_runs_judged_by_different_panels_are_compared_on_the_members_they_share(
     assert "# long" not in section and "offset@long" not in section
     header = next(csv.reader((out / "leaderboard.csv").open(encoding="utf-8")))
     assert f"rank_{TASK}@harsh" in header and f"rank_{TASK}@long" not in header
+    # tau-b of the shared pair only, for every run, whichever order its panel file named the pair in.
+    assert [c for c in header if "kendall" in c] == [f"{TASK}/panel_kendall_b{end}@harsh~lenient" for end in ENDS]
+    assert "tau-b harsh~lenient [95% CI]" in section and "harsh~long" not in section
+    rows = _csv_rows(out / "leaderboard.csv")
+    assert all(_csv_kendall(rows[name], "harsh~lenient") == _kendall(runs["results"][name], "harsh~lenient")
+               for name in MODELS)
+    assert None not in _csv_kendall(rows["fair"], "harsh~lenient")  # read from its `lenient~harsh`

@@ -47,6 +47,16 @@ PANEL_VARIABLE = "CAPJUDGE_PANEL"
 MEMBER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,39}$")
 # Separates a metric from the member it belongs to: `gveval_mean@qwen`.
 MEMBER_SEPARATOR = "@"
+# What a panel run logs beyond each member's metrics, named once here, below every layer that writes
+# (capjudge.tasks.judged.panel_judging) or reads them (the leaderboard, the item report): the agreement
+# figures, each with its interval's ends placed before the `@` (`panel_offset_ci_low@qwen`), a pair of members
+# as `<a>~<b>`, and the record field of the panel's judgment and judge (`panel`).
+ALPHA_METRIC = "panel_alpha"
+KENDALL_METRIC = "panel_kendall_b"
+OFFSET_METRIC = "panel_offset"
+CI_LOW, CI_HIGH = "_ci_low", "_ci_high"
+PAIR_SEPARATOR = "~"
+PANEL_FIELD = "panel"
 
 _MEMBER_KEYS = {"name", "model", "api_type", "base_url", "azure_endpoint", "api_version", "api_key_env",
                 "max_concurrency", "rpm", "tpm", "timeout", "price_input", "price_output"}

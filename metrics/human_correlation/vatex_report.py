@@ -156,19 +156,37 @@ def _run_scorer(path: Path, candidates: Sequence[VatexCandidate], metric: str, t
         names = ", ".join(sorted(f"{run.name}/{name}" for run, name, _ in found))
         raise VatexReportError(f"{path}: holds several VATEX task runs ({names}); pick one with --task or a narrower folder")
     run, name, task_run = found[0]
-    if metric not in task_run.values:
-        raise VatexReportError(f"{task_run.samples_path}: task {name} has no per-item metric {metric!r} "
-                               f"(it has {', '.join(task_run.metric_names)})")
+    # The YAML's metrics are read with the run; another per-item value the task logged (a panel member's
+    # `gveval_mean@<member>`, capjudge.tasks.judged.panel_judging) is read from the samples here.
+    logged = task_run.values[metric] if metric in task_run.values else _logged_values(task_run, name, metric)
     positions = _position_of(candidates)
     values = np.full(len(candidates), np.nan)
     assert task_run.item_keys is not None  # _is_vatex_task
-    for key, value in zip(task_run.item_keys, task_run.values[metric]):
+    for key, value in zip(task_run.item_keys, logged):
         clip_id, index = _split_item_key(key)
         position = positions.get((clip_id, index))
         if position is None:
             raise VatexReportError(f"{task_run.samples_path}: item {clip_id}{_ID_SEPARATOR}{index} is not in the VATEX-EVAL file")
         values[position] = value
     return Scorer(f"{run.name} {name} {metric}", str(task_run.samples_path), values)
+
+
+def _logged_values(task_run: TaskRun, task: str, metric: str) -> np.ndarray:
+    """`metric`'s value on every line of the task's samples (NaN: no value), in the run's item order."""
+    assert task_run.samples_path is not None  # _is_vatex_task: the run has samples
+    lines = list(numbered_objects(task_run.samples_path, VatexReportError))
+    if not lines or any(metric not in line for _, line in lines):
+        raise VatexReportError(f"{task_run.samples_path}: task {task} has no per-item metric {metric!r} "
+                               f"(it has {', '.join(task_run.metric_names)}, and a panel run each as <metric>@<member>)")
+    values = np.full(len(lines), np.nan)
+    for position, (line_number, line) in enumerate(lines):
+        try:
+            number = item_number(line[metric])
+        except NotANumber as problem:
+            raise VatexReportError(f"{task_run.samples_path}, line {line_number}: {metric}: {problem}") from None
+        if number is not None:
+            values[position] = number
+    return values
 
 
 def _is_vatex_task(task_run: TaskRun) -> bool:

@@ -14,6 +14,7 @@ from dataclasses import asdict
 from html import escape
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from capjudge.metrics.item_report.report import PAGE_NAME, ItemReport
 
@@ -25,9 +26,18 @@ def _template(name: str) -> str:
     return resources.files("capjudge.metrics").joinpath("templates", name).read_text(encoding="utf-8")
 
 
+# Keys only a run judged by a panel has data for (ModelJudgment.panel, TaskSection.panels): left out of the page's
+# data when empty, so a page of one-judge runs carries exactly what it did before panels.
+_PANEL_KEYS = frozenset({"panel", "panels"})
+
+
+def _without_empty_panels(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    return {key: value for key, value in pairs if not (key in _PANEL_KEYS and value in (None, ()))}
+
+
 def report_json(report: ItemReport) -> str:
     """The report as JSON that is safe inside a <script> element (no "</script>", no "<!--")."""
-    text = json.dumps(asdict(report), ensure_ascii=False, allow_nan=False)
+    text = json.dumps(asdict(report, dict_factory=_without_empty_panels), ensure_ascii=False, allow_nan=False)
     return text.replace("<", "\\u003c").replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
 
 

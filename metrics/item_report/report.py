@@ -11,13 +11,16 @@ same key the leaderboard uses (the logged item id).
 One section per task: runs of different tasks side by side are kept apart, and a section names the runs that
 did not run its task. A run whose task has no samples file (run without `--log_samples`) is an error naming
 the run: without per-item lines there is nothing to show.
+
+A run judged by a panel of judges shows, per item, each member's judgment beside the panel's and which members
+the panel pooled, and per task how its members agreed (capjudge.metrics.item_report.panel).
 """
 
 from __future__ import annotations
 
 import ast
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,6 +36,15 @@ from capjudge.metrics.item_report.frames import (
 )
 from capjudge.judges.known_judges import judge_descriptor
 from capjudge.judges.record import JudgedRecord, Judgment, LoggedJudge
+from capjudge.metrics.item_report.panel import (
+    LoggedPanel,
+    PanelAgreement,
+    PanelJudgment,
+    PanelRecordError,
+    logged_panel,
+    panel_agreement,
+    panel_judgment,
+)
 from capjudge.metrics.item_report.views import JudgmentView, view_judgment
 from capjudge.metrics.files.jsonl import numbered_objects
 from capjudge.metrics.files.runs import (
@@ -78,6 +90,7 @@ class ModelJudgment:
     score: float | None  # the item's value of the task's main metric (None: unjudged)
     judge: int  # index into the section's `judges`
     view: JudgmentView
+    panel: PanelJudgment | None = None  # a panel run's: each member's judgment (the page's data has it only then)
 
 
 @dataclass(frozen=True)
@@ -102,6 +115,7 @@ class TaskSection:
     absent_models: tuple[str, ...]  # runs in the report that did not run this task
     judges: tuple[JudgeIdentity, ...]
     items: tuple[ReportItem, ...]
+    panels: tuple[PanelAgreement, ...] = ()  # per run judged by a panel, its members' agreement
 
 
 @dataclass(frozen=True)
@@ -156,6 +170,8 @@ class _Logged:
     line: Mapping[str, Any]
     record: JudgedRecord | None  # None: the line logs no record
     score: float | None
+    where: str  # "run NAME: FILE, line N", for messages
+    panel: LoggedPanel | None = None  # the panel that judged it (None: one judge)
 
 
 def _section(task: str, runs: Sequence[Run], renderer: FrameRenderer) -> TaskSection:
@@ -164,6 +180,13 @@ def _section(task: str, runs: Sequence[Run], renderer: FrameRenderer) -> TaskSec
     main_metric = first.metric_names[0] if first.metric_names else "score"
     per_model = {run.name: _logged_items(run, run.tasks[task], main_metric) for run in having}
     judges: list[JudgeIdentity] = []
+
+    def judge_index(judge: LoggedJudge | None) -> int:
+        identity = JudgeIdentity.from_logged(judge)
+        if identity not in judges:
+            judges.append(identity)
+        return judges.index(identity)
+
     order = list(dict.fromkeys(key for logged in per_model.values() for key in logged))
     entries_of = {key: [(model, logged[key]) for model, logged in per_model.items() if key in logged] for key in order}
     renderer.render_all([(task, *_frames_shown(entries)) for entries in entries_of.values()])
@@ -171,16 +194,18 @@ def _section(task: str, runs: Sequence[Run], renderer: FrameRenderer) -> TaskSec
     for entries in entries_of.values():
         judgments = []
         for model, entry in entries:
-            identity = JudgeIdentity.from_logged(entry.record.judge if entry.record is not None else None)
-            if identity not in judges:
-                judges.append(identity)
-            judgments.append(ModelJudgment(model, entry.score, judges.index(identity),
-                                           view_judgment(judge_descriptor(entry.record.judge if entry.record is not None else None), _judgment(entry.record))))
+            judge = entry.record.judge if entry.record is not None else None
+            index = judge_index(judge)  # the panel's (or the one judge's) before its members'
+            judgments.append(ModelJudgment(model, entry.score, index,
+                                           view_judgment(judge_descriptor(judge), _judgment(entry.record)),
+                                           _panel_judgment(entry, main_metric, judge_index)))
         items.append(_item(task, entries, judgments, renderer))
     return TaskSection(
         task=task, main_metric=main_metric, higher_is_better=first.higher_is_better.get(main_metric, True),
         models=tuple(run.name for run in having), absent_models=tuple(run.name for run in runs if task not in run.tasks),
         judges=tuple(judges), items=tuple(items),
+        panels=tuple(_panel_agreement(run.name, run.tasks[task], per_model[run.name]) for run in having
+                     if any(entry.panel for entry in per_model[run.name].values())),
     )
 
 
@@ -191,12 +216,34 @@ def _logged_items(run: Run, task_run: TaskRun, main_metric: str) -> dict[str, _L
     logged = {}
     for position, (key, (number, line)) in enumerate(zip(task_run.item_keys, lines)):
         score = None if values is None or np.isnan(values[position]) else float(values[position])
+        where = f"run {run.name}: {task_run.samples_path}, line {number}"
         try:
             record = logged_record(line, f"{task_run.samples_path}, line {number}")
+            panel = logged_panel(line)
         except LeaderboardError as error:
             raise ReportError(f"run {run.name}: {error}") from None
-        logged[key] = _Logged(line, record, score)
+        except PanelRecordError as error:
+            raise ReportError(f"{where}: {error}") from None
+        logged[key] = _Logged(line, record, score, where, panel)
     return logged
+
+
+def _panel_judgment(entry: _Logged, main_metric: str,
+                    judge_index: Callable[[LoggedJudge | None], int]) -> PanelJudgment | None:
+    if entry.panel is None:
+        return None
+    try:
+        return panel_judgment(entry.line, entry.record, entry.panel, main_metric, judge_index)
+    except PanelRecordError as error:
+        raise ReportError(f"{entry.where}: {error}") from None
+
+
+def _panel_agreement(model: str, task_run: TaskRun, logged: Mapping[str, _Logged]) -> PanelAgreement:
+    """The agreement of the panel that judged the run's first item (a run's task has one judge, or one panel)."""
+    entry = next(entry for entry in logged.values() if entry.panel is not None)
+    assert entry.panel is not None
+    descriptor = judge_descriptor(entry.record.judge if entry.record is not None else None)
+    return panel_agreement(model, task_run, entry.panel, descriptor.score_level if descriptor is not None else None)
 
 
 def _item(task: str, entries: list[tuple[str, _Logged]], judgments: list[ModelJudgment],

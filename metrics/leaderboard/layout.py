@@ -18,7 +18,8 @@ that is significantly worse than the column's top model (Holm-corrected paired p
 A task some run judged with a panel of judges (`capjudge.metrics.leaderboard.panel`) gets a *panel* part:
 each member's value of the main metric and its rank of the models beside the panel's, one sentence per pair
 of models whose order changes between members (or one saying no pair does), and the members' agreement per
-model (alpha and each member's offset from the panel, with the run's intervals). Other tasks get none.
+model (alpha, each pair of members' Kendall tau-b and each member's offset from the panel, with the run's
+intervals). Other tasks get none.
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from capjudge.metrics.leaderboard.panel import Interval, OrderFlip, TaskPanel
+from capjudge.metrics.files.panel_figures import Figure
+from capjudge.metrics.leaderboard.panel import OrderFlip, TaskPanel, pair_name
 from capjudge.metrics.leaderboard.table import Leaderboard, LeaderboardRow, MetricColumn
 from capjudge.metrics.leaderboard.stats import Comparison, Estimate
 
@@ -81,7 +83,7 @@ class PanelSection:
     flips_caption: str
     flips: tuple[FlipNote, ...]
     agreement_caption: str
-    agreement: tuple[DisplayColumn, ...]  # alpha, then each member's offset, with their intervals
+    agreement: tuple[DisplayColumn, ...]  # alpha, each pair's tau-b, each member's offset, with their intervals
 
 
 @dataclass(frozen=True)
@@ -189,8 +191,9 @@ def _judge_note(rows: Sequence[LeaderboardRow], task: str) -> str:
 AGREEMENT_CAPTION = (
     "Agreement among the members, per model: each run's own figures on the members' per-item scores of the "
     "judge's main metric, with the intervals the run computed (item bootstrap, 95%). alpha: Krippendorff's "
-    "alpha across the members (1: they agree, 0: no better than chance). offset@member: the mean of (member "
-    "- panel) over the items, negative for a member harsher than the panel."
+    "alpha across the members (1: they agree, 0: no better than chance). tau-b a~b: Kendall's tau-b between "
+    "two members' scores of the items (1: they order the items alike, -1: reversed). offset@member: the mean of "
+    "(member - panel) over the items, negative for a member harsher than the panel."
 )
 
 
@@ -210,6 +213,11 @@ def _panel_section(panel: TaskPanel, column: MetricColumn, rows: Sequence[Leader
         standings.append(DisplayColumn(f"# {member}", tuple(_rank_cell(model.standings[member].rank)
                                                              for model in models)))
     agreement = [DisplayColumn("alpha [95% CI]", tuple(_interval_cell(model.alpha, 2) for model in models))]
+    agreement += [
+        DisplayColumn(f"tau-b {pair_name(*pair)} [95% CI]", tuple(_interval_cell(model.kendall[pair], 2)
+                                                                  for model in models))
+        for pair in panel.pairs
+    ]
     agreement += [
         DisplayColumn(f"offset@{member} [95% CI]", tuple(_interval_cell(model.offsets[member], places, signed=True)
                                                           for model in models))
@@ -291,7 +299,7 @@ def _value_cell(value: float | None, column: MetricColumn, places: int) -> Cell:
     return Cell(f"{_scaled(value, column):.{places}f}", sort=_sort_key(value))
 
 
-def _interval_cell(figure: Interval, places: int, signed: bool = False) -> Cell:
+def _interval_cell(figure: Figure, places: int, signed: bool = False) -> Cell:
     if figure.value is None:
         return Cell(EMPTY, note="not defined for this run's items")
     spelled = (lambda v: f"{v:+.{places}f}") if signed else (lambda v: f"{v:.{places}f}")  # noqa: E731

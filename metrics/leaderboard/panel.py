@@ -3,44 +3,39 @@ the pairs of models whose order changes between members, and how the members agr
 
 A panel run's results JSON holds, besides the panel's values under the task's usual names, each member's
 under `<metric>@<member>` (`gveval_mean@harsh`) and the agreement figures of the members' per-item main
-scores: `panel_alpha` (Krippendorff's alpha) and `panel_offset@<member>` (mean member − panel), each with
-`_ci_low`/`_ci_high` (placed before the `@`: `panel_offset_ci_low@harsh`). Everything here is read from those
+scores: `panel_alpha` (Krippendorff's alpha), `panel_kendall_b@<a>~<b>` (each pair's Kendall tau-b, a before b
+in the panel file's order) and `panel_offset@<member>` (mean member − panel), each with `_ci_low`/`_ci_high`
+(placed before the `@`: `panel_offset_ci_low@harsh`). Everything here is read from those
 aggregates (`TaskRun.harness_values`): a member's value of a metric is its mean over the items, as the run
 computed it, so a run without --log_samples shows the same. A task is a panel task when some run of it has
 member metrics; its members are the suffixes of `<metric>@<member>` for the task's own metrics, in the order
 the run wrote them (the panel file's).
 
-Runs judged by different panels are compared on the members every panel run has. A pair of models flips when
+Runs judged by different panels are compared on the members every panel run has (and tau-b on the pairs of
+those, whichever order a run's panel file lists the two in: tau-b is symmetric). A pair of models flips when
 one member puts A above B and another B above A (members that tie them, or lack a value for either, say
 nothing about the pair). Nothing here renders: `capjudge.metrics.leaderboard.layout` does.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 from scipy.stats import rankdata
 
-from capjudge.judges.client.panel import MEMBER_SEPARATOR, member_metric
+from capjudge.judges.client.panel import (
+    ALPHA_METRIC,
+    KENDALL_METRIC,
+    MEMBER_SEPARATOR,
+    OFFSET_METRIC,
+    PAIR_SEPARATOR,
+    member_metric,
+)
+from capjudge.metrics.files.panel_figures import Figure, panel_figure
 from capjudge.metrics.files.runs import Run, TaskRun
 
-# The agreement figures a panel run aggregates (capjudge.tasks.judged.panel_judging writes them; this layer
-# cannot import that one, so the names are repeated here).
-ALPHA_METRIC = "panel_alpha"
-OFFSET_METRIC = "panel_offset"
-CI_LOW, CI_HIGH = "_ci_low", "_ci_high"
-
-
-@dataclass(frozen=True)
-class Interval:
-    """A figure as the run aggregated it, with its interval's ends (None: the run has no value)."""
-
-    value: float | None
-    ci_low: float | None
-    ci_high: float | None
 
 
 @dataclass(frozen=True)
@@ -59,8 +54,9 @@ class PanelModel:
     name: str
     members: tuple[str, ...]  # its run's whole panel, in the panel file's order
     standings: Mapping[str, MemberStanding]  # compared member -> standing
-    alpha: Interval
-    offsets: Mapping[str, Interval]  # compared member -> mean (member - panel)
+    alpha: Figure
+    kendall: Mapping[tuple[str, str], Figure]  # pair of compared members (TaskPanel.pairs) -> tau-b
+    offsets: Mapping[str, Figure]  # compared member -> mean (member - panel)
 
 
 @dataclass(frozen=True)
@@ -94,6 +90,11 @@ class TaskPanel:
     panels_differ: bool  # some runs were judged by other members than others
     without_panel: tuple[str, ...] = ()  # models of the task judged by one judge, not a panel
 
+    @property
+    def pairs(self) -> tuple[tuple[str, str], ...]:
+        """Every pair of compared members, in `members`' order (the first before the second)."""
+        return member_pairs(self.members)
+
     def flips_of(self, model: str) -> tuple[str, ...]:
         """The models whose order with `model` changes between members."""
         return tuple(other for flip in self.flips for other in flip.models if model in flip.models and other != model)
@@ -123,7 +124,7 @@ def task_panel(
         return None
     shared = set.intersection(*(set(panels[name]) for name, _ in panel_runs))
     members = tuple(member for member in panels[panel_runs[0][0]] if member in shared)
-    values = {name: {m: _value(task_run, member_metric(metric, m)) for m in members} for name, task_run in panel_runs}
+    values = {name: {m: panel_figure(task_run, metric, m).value for m in members} for name, task_run in panel_runs}
     ranks = {m: _ranks({name: values[name][m] for name, _ in panel_runs}, higher_is_better) for m in members}
     order = sorted((name for name, _ in panel_runs),
                    key=lambda name: (panel_ranks.get(name) is None, panel_ranks.get(name) or 0, name))
@@ -133,8 +134,9 @@ def task_panel(
             name=name,
             members=panels[name],
             standings={m: MemberStanding(values[name][m], ranks[m].get(name)) for m in members},
-            alpha=_interval(by_name[name], ALPHA_METRIC, ""),
-            offsets={m: _interval(by_name[name], OFFSET_METRIC, m) for m in members},
+            alpha=panel_figure(by_name[name], ALPHA_METRIC, ""),
+            kendall={pair: _pair_figure(by_name[name], pair) for pair in member_pairs(members)},
+            offsets={m: panel_figure(by_name[name], OFFSET_METRIC, m) for m in members},
         )
         for name in order
     )
@@ -150,17 +152,23 @@ def task_panel(
     )
 
 
-def _value(task_run: TaskRun, name: str) -> float | None:
-    value = task_run.harness_values.get(name)
-    return None if value is None or not math.isfinite(value) else float(value)
 
 
-def _interval(task_run: TaskRun, figure: str, member: str) -> Interval:
-    """`figure` (with its `_ci_low`/`_ci_high`) of the whole panel (`member` ''), or of one member."""
-    def named(suffix: str) -> str:
-        return member_metric(figure + suffix, member) if member else figure + suffix
+def member_pairs(members: Sequence[str]) -> tuple[tuple[str, str], ...]:
+    return tuple((a, b) for i, a in enumerate(members) for b in members[i + 1:])
 
-    return Interval(_value(task_run, named("")), _value(task_run, named(CI_LOW)), _value(task_run, named(CI_HIGH)))
+
+def pair_name(first: str, second: str) -> str:
+    return f"{first}{PAIR_SEPARATOR}{second}"
+
+
+def _pair_figure(task_run: TaskRun, pair: tuple[str, str]) -> Figure:
+    """The run's tau-b of `pair`: named `a~b` in its panel file's order, which may be the other way round
+    from the first run's (tau-b and its interval are the same either way)."""
+    first, second = pair
+    names = (pair_name(first, second), pair_name(second, first))
+    named = next((n for n in names if member_metric(KENDALL_METRIC, n) in task_run.harness_values), names[0])
+    return panel_figure(task_run, KENDALL_METRIC, named)
 
 
 def _ranks(values: Mapping[str, float | None], higher_is_better: bool) -> dict[str, int]:

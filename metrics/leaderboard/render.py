@@ -8,7 +8,8 @@ model names shortened (the full names listed under the table). leaderboard.csv i
 model, every metric with its CI, n, replies per item, judge-noise share and test, every task's judge; it is
 as wide as it needs to be, with rates as fractions. A task judged by a panel of judges adds its panel part to
 leaderboard.md (`### Judge panel`) and, to leaderboard.csv after every other column, each member's value and
-rank, the run's agreement figures and the models whose order flips between members.
+rank, the run's agreement figures (alpha, each member's offset), the models whose order flips between members,
+then each pair of members' tau-b.
 
 Names are data, and both files are safe to open whatever a name holds: in leaderboard.md a name's HTML, `|`
 and `\\` are escaped and control characters (a newline) are shown as their Unicode pictures (␊), so a name
@@ -30,7 +31,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from capjudge.judges.client.panel import member_metric
-from capjudge.metrics.leaderboard.panel import ALPHA_METRIC as PANEL_ALPHA, OFFSET_METRIC as PANEL_OFFSET, TaskPanel
+from capjudge.metrics.leaderboard.panel import (
+    ALPHA_METRIC as PANEL_ALPHA,
+    KENDALL_METRIC as PANEL_KENDALL,
+    OFFSET_METRIC as PANEL_OFFSET,
+    TaskPanel,
+    pair_name,
+)
 from capjudge.metrics.leaderboard.table import Leaderboard
 from capjudge.metrics.leaderboard.chart import render_chart_png
 from capjudge.metrics.leaderboard.html import render_html
@@ -303,13 +310,16 @@ def _panel_header(board: Leaderboard) -> list[str]:
 
 def _panel_columns(task: str, panel: TaskPanel) -> list[str]:
     """Each member's value of the ranked metric and its rank, the run's alpha and each member's offset with
-    their intervals (named as in the run's results), and the models whose order with this one flips."""
+    their intervals (named as in the run's results), the models whose order with this one flips, then each
+    pair's tau-b with its interval (after the flips: the columns before them keep their places)."""
     names: list[str] = []
     for member in panel.members:
         names += [f"{task}/{member_metric(panel.metric, member)}", f"rank_{task}@{member}"]
     names += [f"{task}/{PANEL_ALPHA}{end}" for end in _CI_ENDS]
     names += [f"{task}/{member_metric(PANEL_OFFSET + end, member)}" for member in panel.members for end in _CI_ENDS]
-    return names + [f"order_flips_{task}"]
+    names.append(f"order_flips_{task}")
+    return names + [f"{task}/{member_metric(PANEL_KENDALL + end, pair_name(*pair))}"
+                    for pair in panel.pairs for end in _CI_ENDS]
 
 
 def _panel_cells(board: Leaderboard, name: str) -> list[object]:
@@ -324,6 +334,9 @@ def _panel_cells(board: Leaderboard, name: str) -> list[object]:
         for figure in (model.alpha, *(model.offsets[member] for member in panel.members)):
             cells += [_csv_value(figure.value), _csv_value(figure.ci_low), _csv_value(figure.ci_high)]
         cells.append("; ".join(panel.flips_of(name)))
+        for pair in panel.pairs:
+            figure = model.kendall[pair]
+            cells += [_csv_value(figure.value), _csv_value(figure.ci_low), _csv_value(figure.ci_high)]
     return cells
 
 

@@ -96,35 +96,73 @@ function replyBlock(reply, index, count) {
     reply.raw !== null ? el("pre", { class: "raw", text: reply.raw }) : el("p", { class: "empty", text: "no reply text (none received or not logged)" }));
 }
 
-function judgmentCard(section, judgment) {
-  const view = judgment.view;
-  const card = el("div", { class: "judgment" + (view.failure ? " failed" : ""), "data-model": judgment.model,
-    "data-score": judgment.score === null ? "" : String(judgment.score) },
-    el("h3", {}, el("span", { class: "model", text: judgment.model }),
-      el("span", { class: "score", text: `${section.main_metric} ${number(judgment.score)}` })),
-    view.caption !== null ? el("div", { class: "caption", text: view.caption }) : el("p", { class: "empty", text: "caption not logged" }));
+// What a judgment says below its heading: failure, scores, facts and (unless it is a panel's, which has no
+// reply of its own) each reply. Laid out alike for a model's judge and for each member of a panel.
+function judgmentBody(view, judge, withReplies) {
+  const parts = [];
   if (view.failure) {
-    card.append(el("p", { class: "failure", text: `failed: ${view.failure}` + (view.failure_detail ? ` — ${view.failure_detail}` : "") }));
+    parts.push(el("p", { class: "failure", text: `failed: ${view.failure}` + (view.failure_detail ? ` — ${view.failure_detail}` : "") }));
   }
-  card.append(scoresTable(view.scores) || el("span"));
+  parts.push(scoresTable(view.scores) || el("span"));
   const pairs = lengthFacts(view.length) || [];
   pairs.push(["attempts", view.requests === null ? "not logged" : `${view.requests} HTTP requests (retries included)`]);
   pairs.push(["from the cache", yesNo(view.cached)]);
   if (view.spread !== null) pairs.push(["spread of k replies", number(view.spread)]);
   if (view.flags.length) pairs.push(["flags", view.flags.join(", ")]);
-  pairs.push(["judge", `#${judgment.judge + 1}`]);
-  card.append(facts(pairs));
-  view.replies.forEach((reply, i) => card.append(replyBlock(reply, i, view.replies.length)));
+  pairs.push(["judge", `#${judge + 1}`]);
+  parts.push(facts(pairs));
+  if (withReplies) view.replies.forEach((reply, i) => parts.push(replyBlock(reply, i, view.replies.length)));
+  return parts;
+}
+
+function judgmentCard(section, judgment) {
+  const view = judgment.view;
+  const card = el("div", { class: "judgment" + (view.failure ? " failed" : "") + (judgment.panel ? " panel" : ""),
+    "data-model": judgment.model, "data-score": judgment.score === null ? "" : String(judgment.score) },
+    el("h3", {}, el("span", { class: "model", text: judgment.model }),
+      el("span", { class: "score", text: `${section.main_metric} ${number(judgment.score)}` })),
+    view.caption !== null ? el("div", { class: "caption", text: view.caption }) : el("p", { class: "empty", text: "caption not logged" }),
+    judgmentBody(view, judgment.judge, !judgment.panel));
+  if (judgment.panel) card.append(panelBlock(section, judgment.panel));
   return card;
+}
+
+// A panel's judgment: the values above are its members' pooled; which members it pooled, which it left out
+// and why, then each member's own judgment.
+function panelBlock(section, panel) {
+  const pooled = panel.members.filter((m) => m.pooled).map((m) => m.name);
+  const leftOut = panel.members.filter((m) => !m.pooled).map((m) => `${m.name} (${m.left_out})`);
+  return el("div", { class: "panel-judgment" },
+    facts([["quorum", `${number(panel.quorum)} of ${panel.members.length} members`],
+      ["pooled", pooled.length ? pooled.join(", ") : "none"], ["left out", leftOut.length ? leftOut.join(", ") : "none"]]),
+    el("div", { class: "members" }, panel.members.map((member) => memberCard(section, member))));
+}
+
+function memberCard(section, member) {
+  const view = member.view;
+  return el("div", { class: "member" + (view.failure ? " failed" : "") + (member.pooled ? "" : " left-out"),
+    "data-member": member.name, "data-score": member.score === null ? "" : String(member.score) },
+    el("h4", {}, el("span", { class: "member-name", text: member.name }),
+      el("span", { class: "member-model", text: member.model || "model not logged" }),
+      el("span", { class: "score", text: `${section.main_metric}@${member.name} ${number(member.score)}` })),
+    el("p", { class: "pooling" + (member.pooled ? " pooled" : " left-out"),
+      text: member.pooled ? "pooled by the panel" : `left out by the panel: ${member.left_out}` }),
+    judgmentBody(view, member.judge, true));
+}
+
+function failedIn(judgment) {
+  return Boolean(judgment.view.failure) || Boolean(judgment.panel && judgment.panel.members.some((m) => m.view.failure));
 }
 
 function itemArticle(section, item, position) {
   const failedModels = item.judgments.filter((j) => j.view.failure).map((j) => j.model);
   const cappedModels = item.judgments.filter((j) => j.view.length && j.view.length.capped_by).map((j) => j.model);
+  const leftOut = item.judgments.flatMap((j) => j.panel ? j.panel.members.filter((m) => !m.pooled).map((m) => `${j.model}@${m.name}`) : []);
   const head = el("div", { class: "item-head" },
     el("span", { class: "item-id", text: `item ${item.item_id}` }),
     item.caption_type ? el("span", { class: "tag", text: item.caption_type }) : null,
     failedModels.length ? el("span", { class: "tag bad", text: `failed: ${failedModels.join(", ")}` }) : null,
+    leftOut.length ? el("span", { class: "tag warn left-out", text: `left out of the panel: ${leftOut.join(", ")}` }) : null,
     cappedModels.length ? el("span", { class: "tag warn", text: `length-capped: ${cappedModels.join(", ")}` }) : null,
     item.disagreement !== null ? el("span", { class: "tag", text: `disagreement ${number(item.disagreement)}` }) : null,
     item.spread !== null ? el("span", { class: "tag", text: `spread ${number(item.spread)}` }) : null);
@@ -141,6 +179,27 @@ function itemArticle(section, item, position) {
   return article;
 }
 
+// How a panel's members agreed over one run of the task, as the run aggregated it.
+function agreementBlock(agreement) {
+  const rows = [["alpha", `Krippendorff's alpha, all members (${agreement.level || "level not logged"})`, agreement.alpha]];
+  for (const pair of agreement.pairs) {
+    rows.push([`kendall_b:${pair.first}~${pair.second}`, `Kendall tau-b, ${pair.first} ~ ${pair.second}`, pair.kendall_b]);
+  }
+  for (const offset of agreement.offsets) {
+    rows.push([`offset:${offset.member}`, `offset of ${offset.member} (mean member − panel)`, offset.offset]);
+  }
+  const members = agreement.members.map((m) => `${m.name} (${[m.model || "model not logged", m.endpoint].filter(Boolean).join(", ")})`);
+  return el("div", { class: "panel-agreement", "data-model": agreement.model },
+    el("h3", { text: `Panel agreement: ${agreement.model}` }),
+    el("p", { class: "note", text: `${agreement.members.length} judges: ${members.join("; ")}. Quorum ${number(agreement.quorum)}` +
+      (agreement.file ? `; panel file ${agreement.file}.` : ".") + " Intervals as the run computed them (item bootstrap); — where it had none." }),
+    el("table", { class: "scores agreement" },
+      el("thead", {}, el("tr", {}, ["figure", "value", "CI low", "CI high"].map((h) => el("th", { text: h })))),
+      el("tbody", {}, rows.map(([key, label, figure]) => el("tr", { "data-figure": key },
+        el("td", { text: label }), el("td", { text: number(figure.value, 3) }),
+        el("td", { text: number(figure.ci_low, 3) }), el("td", { text: number(figure.ci_high, 3) }))))));
+}
+
 function sectionElement(section) {
   const node = el("section", { class: "task", id: `task-${section.task}`, "data-task": section.task },
     el("h2", { text: `${section.task} — ${section.items.length} items, ${section.models.length} runs` }),
@@ -148,6 +207,7 @@ function sectionElement(section) {
       `Runs: ${section.models.join(", ")}.` }),
     section.absent_models.length ? el("p", { class: "problem", text: `Not in this task (they ran other tasks): ${section.absent_models.join(", ")}.` }) : null,
     el("ul", { class: "judges" }, section.judges.map(judgeLine)),
+    (section.panels || []).map(agreementBlock),
     el("p", { class: "note section-shown" }));
   const list = el("div", { class: "items" }, section.items.map((item, i) => itemArticle(section, item, i)));
   node.append(list);
@@ -191,7 +251,7 @@ function apply() {
       const item = article._item;
       const mine = considered(item, s);
       const show = (!s.task || s.task === item.task) && (!s.type || s.type === item.caption_type) && mine.length > 0 &&
-        (!s.failed || mine.some((j) => j.view.failure)) &&
+        (!s.failed || mine.some(failedIn)) &&
         (!s.capped || mine.some((j) => j.view.length && j.view.length.capped_by));
       article.hidden = !show;
       for (const card of article.querySelectorAll(".judgment")) card.hidden = Boolean(s.model) && card.dataset.model !== s.model;
@@ -206,6 +266,7 @@ function apply() {
       return (descending ? kb - ka : ka - kb) || a._position - b._position;
     });
     node._list.append(...articles);
+    for (const block of node.querySelectorAll(".panel-agreement")) block.hidden = Boolean(s.model) && block.dataset.model !== s.model;
     node.hidden = Boolean(s.task) && s.task !== node._section.task;
     node.querySelector(".section-shown").textContent = `showing ${visible} of ${articles.length} items`;
     if (!node.hidden) { shown += visible; total += articles.length; }

@@ -10,8 +10,7 @@ from typing import Any
 from capjudge.judges.record import JudgingProcess, Judgment, ReplySample, TokenUsage
 from capjudge.judges.types import JudgeResult, Usage
 
-# The judgment field a panel's record adds to the judge's own: who judged the item, who did not and why.
-PANEL_FIELD = "panel"
+from capjudge.judges.client.panel import PANEL_FIELD  # the judgment field a panel's record adds: who judged, who not
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,16 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from capjudge.judges.client.panel import Panel, member_metric
+from capjudge.judges.client.panel import (
+    ALPHA_METRIC,
+    CI_HIGH,
+    CI_LOW,
+    KENDALL_METRIC,
+    OFFSET_METRIC,
+    PAIR_SEPARATOR,
+    Panel,
+    member_metric,
+)
 from capjudge.judges.types import ParseFailure
 from capjudge.tasks.judged.item_judgment import ItemJudgment
 from capjudge.tasks.judged.prejudge import PrejudgedItems, prejudge
@@ -31,14 +40,11 @@ from capjudge.judges.types import Usage
 PANEL_BELOW_QUORUM = "panel_below_quorum"
 MEDIAN_SUFFIX = "_median"
 # The per-item metrics that carry the members' main scores to the agreement aggregations.
-ALPHA_METRIC = "panel_alpha"
-KENDALL_METRIC = "panel_kendall_b"
-OFFSET_METRIC = "panel_offset"
-CI_SUFFIXES = ("", "_ci_low", "_ci_high")
+CI_SUFFIXES = ("", CI_LOW, CI_HIGH)
 
 
 def pair_name(first: str, second: str) -> str:
-    return f"{first}~{second}"
+    return f"{first}{PAIR_SEPARATOR}{second}"
 
 
 def agreement_metrics(members: Sequence[str]) -> list[tuple[str, str, tuple[int, ...]]]:
