@@ -13,6 +13,8 @@ from __future__ import annotations
 import json
 import math
 import re
+import socket
+import subprocess
 import statistics
 from collections import Counter
 from pathlib import Path
@@ -25,7 +27,7 @@ from scipy.stats import kendalltau, spearmanr
 from capjudge.judges.client.config import ConfigError
 from capjudge.judges.client.panel import load_panel
 from conftest import REPO_ROOT, run_capjudge, shared_path
-from harness_runs import harness_env, judge_server, launch_lmms_eval, run_capjudge_cli, run_lmms_eval
+from harness_runs import REPO_TASKS, harness_env, judge_server, launch_lmms_eval, run_capjudge_cli, run_lmms_eval, venv_python
 from openai_server import PANEL_MODELS, Fault, panel_grade, panel_responder, panel_scores
 
 CAPTIONS = REPO_ROOT / "tasks" / "demo" / "captions_good.jsonl"
@@ -355,3 +357,43 @@ def test_vatex_reads_each_members_scores_of_a_panel_run(tmp_path):
     assert rows(run.run_dir, "--metric", "gveval_mean@lenient") != rows(run.run_dir, "--metric", "gveval_mean@harsh")
     missing = run_capjudge("vatex", str(vatex), str(run.run_dir), "--metric", "gveval_mean@nobody", "--resamples", "0")
     assert missing.returncode == 2 and "has no per-item metric 'gveval_mean@nobody'" in missing.stderr, missing.stderr
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.mark.slow
+def test_two_accelerate_processes_judge_with_the_panel_as_one_process_does(panel_outcome, tmp_path):
+    """lmms-eval under `accelerate launch` with 2 CPU processes (gloo; see tests/test_multi_process.py for why
+    --multi_gpu): each rank asks every member about its half of the items, once, and every per-item value
+    and aggregate equals the one-process panel run's."""
+    run, _, _ = panel_outcome
+    with judge_server(responder=panel_responder) as judge:
+        env = harness_env(judge.base_url, cache_path=tmp_path / "cache.sqlite", datasets_cache=tmp_path / "hf",
+                          extra={"ACCELERATE_USE_CPU": "true",
+                                 "CAPJUDGE_PANEL": str(write_panel(tmp_path, judge.base_url))})
+        command = [str(Path(venv_python()).with_name("accelerate")), "launch", "--num_processes", "2", "--multi_gpu",
+                   "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
+                   "--main_process_port", str(_free_port()), "-m", "lmms_eval", "--model", "captions_file",
+                   "--model_args", f"path={CAPTIONS},model_name=good", "--tasks", "gveval_demo", "--output_path",
+                   str(tmp_path / "out"), "--include_path", str(REPO_TASKS), "--log_samples", "--verbosity", "WARNING"]
+        done = subprocess.run(command, env=env, cwd=REPO_ROOT, capture_output=True, text=True, timeout=900)
+        asked = Counter(entry.body["model"] for entry in judge.log)
+    results = list((tmp_path / "out").rglob("*_results.json"))
+    assert done.returncode == 0 and len(results) == 1, done.stderr[-3000:]
+    assert asked == {model: N_ITEMS for model in PANEL_MODELS}
+    date_id = results[0].name.removesuffix("_results.json")
+    lines = [json.loads(line) for line in results[0].with_name(f"{date_id}_samples_gveval_demo.jsonl").read_text().splitlines()]
+    for model in PANEL_MODELS:  # both ranks judged, each its half, with every member
+        assert Counter(line[f"judged@{model}"]["judgment"]["process"]["rank"] for line in lines) == {0: 5, 1: 5}
+    two = {line["judged"]["item_id"]: line for line in lines}
+    for item_id, sample in by_item(run, "gveval_demo").items():
+        assert {k: v for k, v in two[item_id].items() if k.startswith(("gveval_", "panel_"))} == \
+               {k: v for k, v in sample.items() if k.startswith(("gveval_", "panel_"))}, item_id
+    one_results = run.results()["results"]["gveval_demo"]
+    two_results = json.loads(results[0].read_text())["results"]["gveval_demo"]
+    assert {k: v for k, v in two_results.items() if "stderr" not in k and k != "alias"} == \
+           {k: v for k, v in one_results.items() if "stderr" not in k and k != "alias"}

@@ -158,12 +158,15 @@ def count_failed_by(who: str) -> Callable[[Sequence[int | bool]], int]:
 
 
 def _frozen_panel(items: Sequence[Mapping[str, Any]]) -> tuple[tuple[tuple[float | None, ...], float | None], ...]:
-    frozen = []
+    """The members' and the panel's scores per item, in item-id order: the order lmms-eval gathers items in
+    depends on the number of processes, and a bootstrap's resamples (seeded) depend on the order."""
+    keyed = []
     for position, item in enumerate(items):
-        if not isinstance(item, Mapping) or "members" not in item or "panel" not in item:
-            raise TypeError(f"aggregation item {position}: expected {{'members': [...], 'panel': ...}}, got {item!r}")
-        frozen.append((tuple(item["members"]), item["panel"]))
-    return tuple(frozen)
+        if not isinstance(item, Mapping) or not {"item", "members", "panel"} <= set(item):
+            raise TypeError(f"aggregation item {position}: expected {{'item': id, 'members': [...], 'panel': ...}}, "
+                            f"got {item!r}")
+        keyed.append((str(item["item"]), tuple(item["members"]), item["panel"]))
+    return tuple((members, panel) for _, members, panel in sorted(keyed, key=lambda entry: entry[0]))
 
 
 @functools.lru_cache(maxsize=8)

@@ -453,7 +453,7 @@ class JudgedTask(SourcedTask):
         main = settings.descriptor.main_metric
         if main is not None:
             mains = main_values(by_member, main)
-            metrics.update(agreement_values(panel.names, mains, metrics.get(main)))
+            metrics.update(agreement_values(combined.item_id, panel.names, mains, metrics.get(main)))
             if settings.descriptor.score_level == "ordinal":
                 metrics[main + MEDIAN_SUFFIX] = median_of(mains, combined.ok)
         return metrics

@@ -135,10 +135,13 @@ def main_values(member_metrics: Mapping[str, Mapping[str, Any]], main: str) -> l
     return [None if values.get(main) is None else float(values[main]) for values in member_metrics.values()]
 
 
-def agreement_values(members: Sequence[str], mains: list[float | None], panel_main: float | None) -> dict[str, Any]:
+def agreement_values(item_id: str, members: Sequence[str], mains: list[float | None],
+                     panel_main: float | None) -> dict[str, Any]:
     """The per-item values of every agreement metric: the same payload under each name (one cached
-    computation serves them all, as for the judge-human coefficients)."""
-    payload = {"members": list(mains), "panel": panel_main}
+    computation serves them all, as for the judge-human coefficients). The item id lets the aggregation put
+    the items in one order whatever order lmms-eval gathers them in (under `accelerate launch` the ranks'
+    items arrive interleaved), so a bootstrap interval is the same from 1 process or N."""
+    payload = {"item": item_id, "members": list(mains), "panel": panel_main}
     return {name: payload for name, _, _ in agreement_metrics(members)}
 
 
