@@ -36,7 +36,7 @@ from __future__ import annotations
 import math
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -76,10 +76,6 @@ class PanelMember:
     model: str = ""
     prices: tuple[float, float] | None = None  # (input, output) USD per 1M tokens, when the file gives them
 
-    def metric(self, metric: str) -> str:
-        """This member's name for one of the task's metrics."""
-        return member_metric(metric, self.name)
-
 
 @dataclass(frozen=True)
 class Panel:
@@ -101,6 +97,16 @@ class Panel:
 
 def member_metric(metric: str, member: str) -> str:
     return f"{metric}{MEMBER_SEPARATOR}{member}"
+
+
+def pair_name(first: str, second: str) -> str:
+    """Two members as a pair's metrics name them: `harsh~lenient` (`panel_kendall_b@harsh~lenient`)."""
+    return f"{first}{PAIR_SEPARATOR}{second}"
+
+
+def member_pairs(members: Sequence[str]) -> tuple[tuple[str, str], ...]:
+    """Every pair of `members`, each once, in their order (the order a panel run names its pairs in)."""
+    return tuple((a, b) for i, a in enumerate(members) for b in members[i + 1:])
 
 
 def configured_panel(metadata: Mapping[str, Any] | None = None, env: Mapping[str, str] | None = None, *,

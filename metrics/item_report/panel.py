@@ -26,9 +26,9 @@ from capjudge.judges.client.panel import (
     KENDALL_METRIC,
     MEMBER_NAME,
     OFFSET_METRIC,
-    PAIR_SEPARATOR,
     PANEL_FIELD,
     member_metric,
+    pair_name,
 )
 from capjudge.judges.known_judges import judge_descriptor
 from capjudge.judges.record import (
@@ -179,7 +179,7 @@ def panel_agreement(model: str, task_run: TaskRun, panel: LoggedPanel, level: st
     return PanelAgreement(
         model=model, file=panel.file, quorum=panel.quorum, members=panel.members, level=level,
         alpha=panel_figure(task_run, ALPHA_METRIC, None),
-        pairs=tuple(PairAgreement(first, second, panel_figure(task_run, KENDALL_METRIC, f"{first}{PAIR_SEPARATOR}{second}"))
+        pairs=tuple(PairAgreement(first, second, panel_figure(task_run, KENDALL_METRIC, pair_name(first, second)))
                     for i, first in enumerate(names) for second in names[i + 1:]),
         offsets=tuple(MemberOffset(name, panel_figure(task_run, OFFSET_METRIC, name)) for name in names),
     )

@@ -30,7 +30,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 from capjudge.metrics.files.panel_figures import Figure
-from capjudge.metrics.leaderboard.panel import OrderFlip, TaskPanel, pair_name
+from capjudge.judges.client.panel import pair_name
+from capjudge.metrics.leaderboard.panel import OrderFlip, TaskPanel
 from capjudge.metrics.leaderboard.table import Leaderboard, LeaderboardRow, MetricColumn
 from capjudge.metrics.leaderboard.stats import Comparison, Estimate
 

@@ -30,8 +30,9 @@ from capjudge.judges.client.panel import (
     KENDALL_METRIC,
     MEMBER_SEPARATOR,
     OFFSET_METRIC,
-    PAIR_SEPARATOR,
     member_metric,
+    member_pairs,
+    pair_name,
 )
 from capjudge.metrics.files.panel_figures import Figure, panel_figure
 from capjudge.metrics.files.runs import Run, TaskRun
@@ -152,14 +153,6 @@ def task_panel(
     )
 
 
-
-
-def member_pairs(members: Sequence[str]) -> tuple[tuple[str, str], ...]:
-    return tuple((a, b) for i, a in enumerate(members) for b in members[i + 1:])
-
-
-def pair_name(first: str, second: str) -> str:
-    return f"{first}{PAIR_SEPARATOR}{second}"
 
 
 def _pair_figure(task_run: TaskRun, pair: tuple[str, str]) -> Figure:

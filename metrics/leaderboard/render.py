@@ -30,14 +30,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from capjudge.judges.client.panel import member_metric
-from capjudge.metrics.leaderboard.panel import (
+from capjudge.judges.client.panel import (
     ALPHA_METRIC as PANEL_ALPHA,
     KENDALL_METRIC as PANEL_KENDALL,
     OFFSET_METRIC as PANEL_OFFSET,
-    TaskPanel,
+    member_metric,
     pair_name,
 )
+from capjudge.metrics.leaderboard.panel import TaskPanel
 from capjudge.metrics.leaderboard.table import Leaderboard
 from capjudge.metrics.leaderboard.chart import render_chart_png
 from capjudge.metrics.leaderboard.html import render_html

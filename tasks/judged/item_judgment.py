@@ -7,10 +7,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from capjudge.judges.client.panel import PANEL_FIELD  # the judgment field a panel's record adds: who judged, who not
 from capjudge.judges.record import JudgingProcess, Judgment, ReplySample, TokenUsage
 from capjudge.judges.types import JudgeResult, Usage
-
-from capjudge.judges.client.panel import PANEL_FIELD  # the judgment field a panel's record adds: who judged, who not
 
 
 @dataclass(frozen=True)

@@ -310,8 +310,7 @@ class JudgedTask(SourcedTask):
         self.settings()
         if not self.sends_requests:
             return
-        resolved = self._resolve()
-        for config in [resolved.config, *(member.config for member in resolved.members)]:
+        for config in self.judge_configs():  # the one judge's, or each panel member's
             if config.use_cache and config.cache_path is not None:
                 check_cache_file(config.cache_path)  # where it lives, and that it is a usable cache file
 

@@ -28,9 +28,9 @@ from capjudge.judges.client.panel import (
     CI_LOW,
     KENDALL_METRIC,
     OFFSET_METRIC,
-    PAIR_SEPARATOR,
     Panel,
     member_metric,
+    pair_name,
 )
 from capjudge.judges.types import ParseFailure
 from capjudge.tasks.judged.item_judgment import ItemJudgment
@@ -41,10 +41,6 @@ PANEL_BELOW_QUORUM = "panel_below_quorum"
 MEDIAN_SUFFIX = "_median"
 # The per-item metrics that carry the members' main scores to the agreement aggregations.
 CI_SUFFIXES = ("", CI_LOW, CI_HIGH)
-
-
-def pair_name(first: str, second: str) -> str:
-    return f"{first}{PAIR_SEPARATOR}{second}"
 
 
 def agreement_metrics(members: Sequence[str]) -> list[tuple[str, str, tuple[int, ...]]]:
