@@ -45,6 +45,7 @@ class Fault:
     kind: str  # "429", "500", "503", "400", "hang", "truncated", "truncated_json", "reset", "empty_choices", "not_json"
     retry_after: float | None = None
     hang_seconds: float = 30.0
+    headers: tuple[tuple[str, str], ...] = ()  # (name, value) sent with a 429/500/503/400 (e.g. x-ratelimit-*)
 
 
 Answer = Reply | Fault
@@ -523,7 +524,7 @@ class OpenAITestServer:
 
             def _send_fault(self, fault: Fault) -> None:
                 if fault.kind in ("429", "500", "503", "400"):
-                    headers = {}
+                    headers = dict(fault.headers)
                     if fault.retry_after is not None:
                         headers["retry-after"] = f"{fault.retry_after:g}"
                     self._send_json(int(fault.kind), {"error": {"message": f"injected {fault.kind}"}}, headers)

@@ -24,7 +24,8 @@ from capjudge.judges.client.rate_limits import (
 )
 from conftest import REPO_ROOT
 from harness_runs import TEXT_JUDGE_SCRIPT
-from openai_server import OpenAITestServer
+from openai_server import Fault, OpenAITestServer
+from capjudge.judges.types import ChatRequest
 
 
 
@@ -175,6 +176,31 @@ def test_header_learned_token_pacing_fills_the_token_limit_whatever_reset_means(
     assert steady >= 0.92, f"steady state used {steady:.3f} of the token limit"
     busiest = max(_tokens_in(charged, at, at + window) for at, _ in charged)
     assert busiest <= limit  # and never more than the limit in any window
+
+
+@pytest.mark.parametrize("names_its_limit", [True, False])
+def test_a_429_that_names_its_limit_holds_back_only_its_own_request(server, make_client, names_its_limit):
+    """A 429 with the API's x-ratelimit-* headers is paced like any reply (the window waits as long as the
+    limit requires, here not at all): its Retry-After, which a server may derive from "until the window is
+    empty", holds back only the request that met it, and the others go on meanwhile. A 429 with no named
+    limit still pauses every request for its Retry-After. (CI met the first case on a loaded machine: one
+    429 paused both processes for a whole window and the run used 0.70 of its token limit.)"""
+    retry_after = 2.0
+    headers = (("x-ratelimit-limit-tokens", "1000000"), ("x-ratelimit-remaining-tokens", "999000"),
+               ("x-ratelimit-reset-tokens", "2s")) if names_its_limit else ()
+    server.latency = 0.1
+    server.script(Fault("429", retry_after=retry_after, headers=headers))
+    client = make_client(server, max_concurrency=2)  # the retry's own wait is recorded, not slept
+    requests = [ChatRequest(parts=(f"item {i}: rate this caption.",), params={"temperature": 0}) for i in range(40)]
+    outcomes = client.judge_many(requests, lambda reply: reply.content, judge_version="test-judge/1")
+    assert all(outcome.ok for outcome in outcomes)
+    rejected_at = next(entry.arrived for entry in server.log if entry.answer == "429")
+    # Requests already admitted when the 429 came arrive within a latency; after that, the pause decides.
+    during = [entry for entry in server.log if rejected_at + 0.5 <= entry.arrived < rejected_at + retry_after - 0.2]
+    if names_its_limit:
+        assert len(during) >= 5, f"{len(during)} requests went during the 429's Retry-After"
+    else:
+        assert during == [], "a 429 naming no limit pauses every request for its Retry-After"
 
 
 def test_the_apis_count_is_the_authority_over_usage_this_machine_does_not_see(tmp_path):

@@ -21,7 +21,8 @@ machine shares (a folder per judge endpoint and model, beside the reply cache):
   ("until the oldest entry leaves" and "until the window is empty") free that usage within a window, so
   this never depends on which one a server means (see reconcile).
 - a pause every process honours: set on a 429 with Retry-After, or when the headers say a window is
-  exhausted and name no limit to pace by, so the other ranks do not run into the same wall.
+  exhausted, where they name no limit to pace by, so the other ranks do not run into the same wall (a 429
+  that names its limit is paced by the window like any reply; see JudgeClient._after_rate_limited).
 
 Several machines share no files: each sees the others only through the API's count (`remaining`, reconciled
 after each reply, so they stay under the limit but may meet a 429 between replies); giving each its share

@@ -279,6 +279,7 @@ class JudgeClient:
         for attempt_number in range(self.config.max_attempts):
             self.breaker.check()
             started = time.monotonic()
+            sent_at = time.time()
             try:
                 with self._slots, self.budget.slot():
                     ticket = self.budget.admit(lambda: tokens().total)
@@ -291,8 +292,8 @@ class JudgeClient:
             except TransportError as error:
                 attempts.append(Attempt(error.outcome, time.monotonic() - started, sample_index, self.redact(error.detail)[:200]))
                 last_error = error
-                if error.outcome == "http_429" and error.retry_after:
-                    self.budget.pause_all(min(error.retry_after, self.config.backoff_max))
+                if error.outcome == "http_429":
+                    self._after_rate_limited(error, sent_at, lambda: tokens().total)
                 if error.unfixable:
                     self.breaker.record_unfixable(self.config.endpoint_label, self.redact(error.detail)[:200])
                     self.breaker.check()
@@ -324,6 +325,20 @@ class JudgeClient:
         self.budget.reconcile(sent_at, limits.used_requests, limits.used_tokens)
         self.budget.pause_all(limits.wait_before_next(tokens()))
 
+    def _after_rate_limited(self, error: TransportError, sent_at: float, tokens: Callable[[], int]) -> None:
+        """A 429 that names the limit it hit (OpenAI sends its x-ratelimit-* headers with every 429) is paced
+        like any reply's headers: the limit caps the shared window and the API's count is reconciled, so every
+        process waits exactly until the window has room. Its Retry-After then holds back only the request
+        that met it: servers derive it from `reset`, which may mean "until the window is empty", and holding
+        every process that long stalled a run that was a few milliseconds over the limit (0.70 of the token
+        limit used instead of 0.92+, issue 29's test on a loaded machine). A 429 that names no limit still
+        pauses every process for its Retry-After: without a limit, the window cannot pace."""
+        limits = error.rate_limits
+        if limits is not None and (limits.limit_requests or limits.limit_tokens):
+            self._pace(limits, sent_at, tokens)
+        elif error.retry_after:
+            self.budget.pause_all(min(error.retry_after, self.config.backoff_max))
+
     def _backoff(self, attempt_number: int, retry_after: float | None) -> float:
         """Full-jitter exponential backoff, but never sooner than the server's Retry-After."""
         ceiling = min(self.config.backoff_max, self.config.backoff_initial * (2**attempt_number))
@@ -352,7 +367,8 @@ class JudgeClient:
         except openai.APIStatusError as error:
             status = error.status_code
             if status == 429 or status >= 500 or status == 408:
-                raise TransportError(f"http_{status}", _short(error), _retry_after(error.response)) from None
+                raise TransportError(f"http_{status}", _short(error), _retry_after(error.response),
+                                     rate_limits=_rate_limits_of(error.response) if status == 429 else None) from None
             raise RequestRejected(status, _short(error)) from None
         except (openai.APIResponseValidationError, ValueError) as error:
             # A 200 whose body is not a chat completion (truncated or malformed JSON).
@@ -375,6 +391,19 @@ class JudgeClient:
 
 def _short(error: openai.APIStatusError) -> str:
     return f"{error.status_code} {str(error.message)[:200]}"
+
+
+def _rate_limits_of(response: Any) -> RateLimitState | None:
+    """The rate-limit headers of a 429, or None when it has none or one is unreadable (then its Retry-After
+    alone decides, as for a server that sends no such headers)."""
+    headers = getattr(response, "headers", None)
+    if headers is None:
+        return None
+    try:
+        limits = read_rate_limit_headers(headers)
+    except RateLimitHeaderError:
+        return None
+    return limits if limits.known else None
 
 
 def _retry_after(response: Any) -> float | None:
