@@ -240,6 +240,23 @@ def test_harness_aggregations_return_plain_floats_matching_scipy(msvd):
     assert harness_aggregation.kendall_b(single) == pytest.approx(stats.kendalltau(length, human[:, 0]).statistic)
 
 
+def test_harness_intervals_do_not_depend_on_the_order_lmms_eval_gathers_the_items_in(msvd):
+    """Under `accelerate launch` the ranks' items reach the aggregation interleaved, in an order that depends on
+    the number of processes; the pairs carry their item id and the interval is computed in id order, so it is
+    the same from 1 process or N. (Without ids the seeded bootstrap sees another order: another interval.)"""
+    items, length = msvd
+    human = human_matrix(items, "mean")
+    docs = [{"item": item.item_id, "judge": float(j), "human": list(h)} for item, j, h in zip(items, length, human)]
+    interleaved = docs[0::2] + docs[1::2]  # what 2 ranks of 1 item each in turn would hand over
+    for aggregate in (harness_aggregation.kendall_b, harness_aggregation.kendall_b_ci_low,
+                      harness_aggregation.kendall_b_ci_high):
+        assert aggregate(interleaved) == aggregate(docs)
+    without_ids = [{k: v for k, v in doc.items() if k != "item"} for doc in docs]
+    assert harness_aggregation.kendall_b_ci_low(without_ids) == harness_aggregation.kendall_b_ci_low(docs)
+    assert harness_aggregation.kendall_b_ci_low(without_ids[0::2] + without_ids[1::2]) != \
+        harness_aggregation.kendall_b_ci_low(docs)
+
+
 def test_harness_aggregation_undefined_is_nan_not_zero():
     docs = [{"judge": 2.0, "human": float(i)} for i in range(5)]
     assert math.isnan(harness_aggregation.kendall_b(docs))

@@ -37,10 +37,14 @@ TIMEOUT = 1.5
 HANG_SECONDS = 4.0
 MAX_HANGS = 4  # each costs a worker TIMEOUT seconds of real time
 BACKOFF_MAX = 30.0
-# Each above the backoff ceiling of the first attempt (0.5 s). Kept short: a 429's Retry-After pauses every
-# thread of the machine for real (the shared budget), so these set most of the test's wall time; the wait
-# longer than the backoff ceiling has its own test below.
-RETRY_AFTERS = (0.6, 0.9, 1.2)
+# The client's backoff and the server's Retry-After on a tenth of their defaults' scale (0.5 s first ceiling):
+# the contract is the same, and a 429's Retry-After pauses every thread of the machine for real (the shared
+# budget), so these set most of the test's wall time (about 45 s a run at 0.6-1.2 s, when the client's own
+# waits were recorded rather than slept anyway).
+BACKOFF_INITIAL = 0.05
+# Each above the backoff ceiling of the first attempt (BACKOFF_INITIAL), so only a client that honours the
+# Retry-After waits as long; the wait longer than the backoff ceiling has its own test below.
+RETRY_AFTERS = (0.06, 0.09, 0.12)
 WORKERS = 8
 
 # Faults the client retries inside one try.
@@ -187,7 +191,8 @@ def run_items(judge_one: Callable[[int], Any], sleeps: PerItemSleeps) -> list[An
 def make_client(server: OpenAITestServer, cache_path, sleeps: Callable[[float], None]) -> JudgeClient:
     config = JudgeConfig(
         base_url=server.base_url, api_key="sk-test-key", model="test-judge", cache_path=cache_path,
-        timeout=TIMEOUT, max_attempts=MAX_ATTEMPTS, backoff_max=BACKOFF_MAX, max_concurrency=WORKERS,
+        timeout=TIMEOUT, max_attempts=MAX_ATTEMPTS, backoff_initial=BACKOFF_INITIAL, backoff_max=BACKOFF_MAX,
+        max_concurrency=WORKERS,
     )
     return JudgeClient(config, sleep=sleeps)
 
@@ -336,15 +341,17 @@ def test_the_contract_oracle(kinds, failure, requests, sleeps):
 
 
 def test_a_retry_after_longer_than_the_backoff_ceiling_is_waited_out(tmp_path):
-    # Retry-After 20 s on a first attempt (jitter ceiling 0.5 s): the client waits 20 s, not less.
+    # Retry-After 2 s on a first attempt (jitter ceiling BACKOFF_INITIAL, 0.05 s: 40 times less): the client
+    # waits 2 s, not less; a 503's Retry-After likewise.
+    assert 2 > 20 * BACKOFF_INITIAL
     with OpenAITestServer() as server:
-        server.script(Fault("429", retry_after=20), Fault("503", retry_after=3))
+        server.script(Fault("429", retry_after=2), Fault("503", retry_after=0.3))
         waited: list[float] = []
         client = make_client(server, tmp_path / "cache.sqlite", waited.append)
         result = GVEvalJudge(client, mode="references").judge("[item 000] a dog", references=["a dog runs"])
         client.close()
     assert result.judged
-    assert waited[0] >= 20 and waited[1] >= 3 and len(waited) == 2
+    assert waited[0] >= 2 and waited[1] >= 0.3 and len(waited) == 2
 
 
 # ---------------------------------------------------------------------------------------------------------

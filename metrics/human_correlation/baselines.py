@@ -10,11 +10,13 @@ substituting another implementation.
 
 from __future__ import annotations
 
+import atexit
 import shutil
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 BASELINE_SCORERS: tuple[str, ...] = ("BLEU-1", "BLEU-4", "METEOR", "ROUGE-L", "CIDEr")
 
@@ -105,17 +107,36 @@ def caption_metric_scores(items: Sequence[CaptionItem]) -> BaselineScores:
     )
 
 
+# One METEOR process for every computation of this process: the jar spends ~13 s loading its paraphrase
+# table before its first score, and `capjudge vatex --baselines` scores two reference settings in a row. Each
+# EVAL line is scored on its own (no state carries from one to the next), so reuse changes no score.
+_meteor_lock = threading.Lock()
+_meteor_running: Any = None
+
+
 def _meteor(meteor_class, references: dict[str, list[str]], candidates: dict[str, list[str]]) -> list[float]:
-    meteor = meteor_class()  # starts `java -jar meteor-1.5.jar -stdio`
-    try:
-        _, scores = meteor.compute_score(references, candidates)
-    except ValueError as error:  # the jar died, so a score line came back empty
-        # compute_score holds the wrapper's lock when it fails, and the wrapper's __del__ waits for that lock.
-        if meteor.lock.locked():
-            meteor.lock.release()
-        meteor.meteor_p.kill()
-        stderr = meteor.meteor_p.stderr.read(2000).decode(errors="replace") if meteor.meteor_p.stderr else ""
-        raise BaselineUnavailable(f"METEOR (java -jar meteor-1.5.jar) produced no score: {stderr.strip()}") from error
+    global _meteor_running
+    with _meteor_lock:
+        if _meteor_running is None or _meteor_running.meteor_p.poll() is not None:
+            _meteor_running = meteor_class()  # starts `java -jar meteor-1.5.jar -stdio`
+            atexit.register(_stop_meteor, _meteor_running)
+        meteor = _meteor_running
+        try:
+            _, scores = meteor.compute_score(references, candidates)
+        except ValueError as error:  # the jar died, so a score line came back empty
+            _meteor_running = None
+            _stop_meteor(meteor)
+            stderr = meteor.meteor_p.stderr.read(2000).decode(errors="replace") if meteor.meteor_p.stderr else ""
+            raise BaselineUnavailable(f"METEOR (java -jar meteor-1.5.jar) produced no score: {stderr.strip()}") from error
     if len(scores) != len(references):
         raise BaselineUnavailable(f"METEOR returned {len(scores)} scores for {len(references)} items")
     return [float(s) for s in scores]
+
+
+def _stop_meteor(meteor: Any) -> None:
+    # compute_score holds the wrapper's lock when it fails, and the wrapper's __del__ waits for that lock.
+    if meteor.lock.locked():
+        meteor.lock.release()
+    if meteor.meteor_p.poll() is None:
+        meteor.meteor_p.kill()
+        meteor.meteor_p.wait()

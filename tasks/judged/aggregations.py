@@ -81,12 +81,17 @@ HARNESS_SETTINGS = BootstrapSettings(n_resamples=1000, seed=0, confidence=0.95, 
 
 
 def _frozen(items: Sequence[Mapping[str, Any]]) -> tuple[tuple[Any, Any], ...]:
-    frozen = []
+    """The (judge, human) pairs, in item-id order when every pair names its item (the tasks' pairs do): the
+    order lmms-eval gathers items in depends on the number of processes, and the bootstrap's seeded resamples
+    depend on the order, so without it an interval from `accelerate launch` would differ from one process's."""
+    keyed = []
     for position, item in enumerate(items):
         if not isinstance(item, Mapping) or "judge" not in item or "human" not in item:
             raise TypeError(f"aggregation item {position}: expected {{'judge': ..., 'human': ...}}, got {item!r}")
-        frozen.append((_freeze(item["judge"]), _freeze(item["human"])))
-    return tuple(frozen)
+        keyed.append((item.get("item"), (_freeze(item["judge"]), _freeze(item["human"]))))
+    if keyed and all(key is not None for key, _ in keyed):
+        keyed.sort(key=lambda entry: str(entry[0]))
+    return tuple(pair for _, pair in keyed)
 
 
 def _freeze(value: Any) -> Any:

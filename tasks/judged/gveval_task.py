@@ -8,8 +8,9 @@ the process-wide judge client and returns, per item:
   judge's 0-100 scores, or None when the item could not be judged (aggregated by `mean_of_judged`, which
   excludes None: an unjudged item never counts as 0);
 - `gveval_failed`: 1 when the item has no valid judgment (aggregated by `count_failed`);
-- `gveval_kendall_b_<dimension>`: {"judge": score, "human": [one score per annotator]}, only for items that
-  carry human scores (MSVD-Eval does, 1-5 per annotator), aggregated by `kendall_b`;
+- `gveval_kendall_b_<dimension>`: {"item": id, "judge": score, "human": [one score per annotator]}, only for
+  items that carry human scores (MSVD-Eval does, 1-5 per annotator), aggregated by `kendall_b` (in item-id
+  order, so its interval is the same from 1 process or N);
 - `judged`: the item's logged record (`capjudge.tasks.judged.judged_task`), aggregated as the number of judged
   items: the item's id, which judge with which settings, and the judgment (the parsed scores, the raw reply,
   the failure kind, whether the reply came from the cache). The leaderboard reads it.
@@ -293,7 +294,9 @@ class GVEvalTask(JudgedTask):
         human_scores = doc.get("human_scores") or []
         if human_scores:
             for column, name in enumerate(SCORE_NAMES):
-                pair = {"judge": scores[name], "human": [annotator[column] for annotator in human_scores]}
+                # The item id orders the pairs before the bootstrap (see aggregations._frozen).
+                pair = {"item": str(doc["id"]), "judge": scores[name],
+                        "human": [annotator[column] for annotator in human_scores]}
                 # The same pair feeds the coefficient and both ends of its interval (one cached computation).
                 for suffix in ("", "_ci_low", "_ci_high"):
                     metrics[f"{METRIC_PREFIX}_kendall_b_{name}{suffix}"] = pair
