@@ -47,10 +47,11 @@ MODULES: dict[str, str] = {"lmms_eval": "lmms_eval", "capjudge": "capjudge.tasks
 # warm_task_index: lmms-eval's index of its own task YAMLs, built once in the server (see that module).
 # Imported later in every run, so preloaded too (a profile of one warm run of the two demo tasks: 6.1 s of CPU,
 # 2.3 s of it these imports): the two lmms-eval task modules its `stderr_for_metric` imports at every
-# aggregation (they bring nltk and scikit-learn), and the openai SDK's resources, which its client imports on
-# first use.
+# aggregation (they bring nltk and scikit-learn), the table writer its results table is printed with, and the
+# openai SDK's resources, which its client imports on first use.
 PRELOAD = ("warm_launch", "lmms_eval.__main__", "lmms_eval.cli.dispatch", "warm_task_index",
-           "lmms_eval.tasks.amber_g.utils", "lmms_eval.tasks.coco_cap_chair.utils", "openai.resources")
+           "lmms_eval.tasks.amber_g.utils", "lmms_eval.tasks.coco_cap_chair.utils", "pytablewriter",
+           "openai.resources")
 # Imported last: freezes what the server has built so far out of the garbage collector's reach (see it).
 FREEZE = "warm_gc_freeze"
 CAPJUDGE_PACKAGES = ("capjudge.judges", "capjudge.metrics", "capjudge.tasks")
