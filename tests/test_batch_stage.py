@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import signal
-import subprocess
 import sys
 import time
 
@@ -19,6 +18,7 @@ import pytest
 from conftest import REPO_ROOT
 from harness_runs import TEST_API_KEY, TEST_JUDGE_MODEL, judge_server, run_capjudge_cli
 from openai_server import Reply, rubric_responder
+from warm_launch import warm_start
 
 pytestmark = pytest.mark.slow
 
@@ -50,7 +50,7 @@ def _wait_until_polling(judge, process):
     """Until the command has submitted its batch and polled it twice (its state file names the batch)."""
     deadline = time.monotonic() + 300
     while judge.batch.created == 0 or not any(b["polls"] >= 2 for b in judge.batch.batches.values()):
-        assert process.poll() is None, process.stdout.read()[-3000:]
+        assert process.poll() is None, "".join(process.communicate())[-3000:]
         assert time.monotonic() < deadline, "the batch was never submitted"
         time.sleep(0.05)
 
@@ -165,7 +165,7 @@ def test_kill_9_after_submitting_then_rerun_reattaches_and_submits_nothing_twice
     with judge_server() as judge:
         judge.batch.script("hold")
         command, env = _command(tmp_path, judge)
-        process = subprocess.Popen(command, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        process = warm_start("capjudge", command[3:], env=env, cwd=REPO_ROOT)  # tests/warm_launch.py
         _wait_until_polling(judge, process)
         process.send_signal(signal.SIGKILL)
         process.wait()
@@ -202,11 +202,11 @@ def test_a_batch_cancelled_elsewhere_has_its_items_submitted_again(tmp_path):
     with judge_server() as judge:
         judge.batch.script("hold")
         command, env = _command(tmp_path, judge)
-        process = subprocess.Popen(command, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        process = warm_start("capjudge", command[3:], env=env, cwd=REPO_ROOT)  # tests/warm_launch.py
         _wait_until_polling(judge, process)
         (batch_id,) = judge.batch.batches
         openai.OpenAI(base_url=judge.base_url, api_key=TEST_API_KEY).batches.cancel(batch_id)
-        output, _ = process.communicate(timeout=300)
+        output = "".join(process.communicate(timeout=300))  # its stdout, then its stderr
         assert process.returncode == 0, output[-3000:]
         assert "cancelled" in output and judge.batch.created == 2
         state = _state(tmp_path)

@@ -10,8 +10,6 @@ so a test takes seconds; the rule is the same at 60 s.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -25,6 +23,7 @@ from capjudge.judges.client.rate_limits import (
 from conftest import REPO_ROOT
 from harness_runs import TEXT_JUDGE_SCRIPT
 from openai_server import Fault, OpenAITestServer
+from warm_launch import warm_start
 from capjudge.judges.types import ChatRequest
 
 
@@ -36,10 +35,10 @@ def _judges(server, tmp_path: Path, counts: tuple[int, ...], words: int = 20, ma
     `max_tokens`."""
     environment = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "OPENAI_BASE_URL": server.base_url,
                    "OPENAI_API_KEY": "sk-test", **env}
+    # Warm children (tests/warm_launch.py): real processes of their own, without ~2 s of imports each.
     processes = [
-        subprocess.Popen([sys.executable, "-c", TEXT_JUDGE_SCRIPT, str(n), str(1000 * k), str(words), str(max_tokens)], cwd=REPO_ROOT,
-                         env={**environment, "CAPJUDGE_CACHE": str(tmp_path / ("cache" if shared_budget else f"cache-{k}") / "cache.sqlite")},
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        warm_start("code", [TEXT_JUDGE_SCRIPT, str(n), str(1000 * k), str(words), str(max_tokens)], cwd=REPO_ROOT,
+                   env={**environment, "CAPJUDGE_CACHE": str(tmp_path / ("cache" if shared_budget else f"cache-{k}") / "cache.sqlite")})
         for k, n in enumerate(counts)
     ]
     results = []

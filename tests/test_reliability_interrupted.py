@@ -25,6 +25,7 @@ import pytest
 from conftest import REPO_ROOT, shared_path
 from harness_runs import harness_env, launch_lmms_eval, venv_python
 from openai_server import ServerProcess
+from warm_launch import WarmProcess, warm_start
 
 pytestmark = pytest.mark.slow
 
@@ -44,7 +45,7 @@ def integrity(path: Path) -> str:
         return conn.execute("PRAGMA integrity_check").fetchone()[0]
 
 
-def wait_for_requests(server: ServerProcess, process: subprocess.Popen, at_least: int, timeout: float = 240.0) -> int:
+def wait_for_requests(server: ServerProcess, process: subprocess.Popen | WarmProcess, at_least: int, timeout: float = 240.0) -> int:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         seen = server.stats()["requests"]
@@ -75,10 +76,8 @@ def test_a_killed_lmms_eval_run_resumes_from_the_cache_and_matches_an_uninterrup
     with ServerProcess("--latency", LATENCY) as judge:
         # 1. Killed once about half the items have been asked.
         env = harness_env(judge.base_url, cache_path=resumed_cache, datasets_cache=tmp_path / "hf", extra=data_env)
-        killed = subprocess.Popen(
-            [venv_python(), "-m", "lmms_eval", *lmms_eval_args(tmp_path / "killed")],
-            cwd=REPO_ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )
+        # A warm child (tests/warm_launch.py): a process of its own, which SIGKILL ends as it ends any.
+        killed = warm_start("lmms_eval", lmms_eval_args(tmp_path / "killed"), env=env, cwd=REPO_ROOT)
         try:
             wait_for_requests(judge, killed, at_least=N_ITEMS // 2)
             killed.send_signal(signal.SIGKILL)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import csv
 import json
 import os
-import subprocess
 import sys
 import threading
 import time
@@ -20,6 +19,7 @@ import pytest
 from conftest import REPO_ROOT
 from harness_runs import harness_env, judge_server, run_capjudge_cli, run_lmms_eval
 from openai_server import rubric_responder, with_logprobs
+from warm_launch import warm_start
 
 pytestmark = pytest.mark.slow
 
@@ -73,9 +73,8 @@ def test_two_tasks_of_one_model_finishing_in_the_same_second_both_reach_the_lead
     out = tmp_path / "judged"
     gate = _AnswerTogether(expected=2 * N_ITEMS)
     with judge_server(responder=gate) as judge:
-        processes = [
-            subprocess.Popen(_judge_command(task, out), cwd=REPO_ROOT, env=_env(judge, tmp_path / task),
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        processes = [  # two processes at once (warm children, tests/warm_launch.py)
+            warm_start("capjudge", _judge_command(task, out)[3:], env=_env(judge, tmp_path / task), cwd=REPO_ROOT)
             for task in (GVEVAL, ANYCAP)
         ]
         finished = [process.communicate(timeout=600) for process in processes]

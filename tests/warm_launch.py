@@ -12,7 +12,9 @@ working directory `cwd`, stdin /dev/null, fd 1 and 2 files the parent reads back
 handlers and non-daemon threads behave as the interpreter's own exit does.
 
 What a warm child cannot show: an import-time failure of the preloaded modules, an effect of PYTHONPATH or
-sitecustomize on them, signals and stdin, or the real command line. Tests of those keep a real subprocess.
+sitecustomize on them, handled signals (SIGKILL, which no process handles, is the same) and stdin, or the real
+command line. Tests of those keep a real subprocess. `warm_start` returns a running child (a `python -m` command
+or a `python -c` program) for tests that watch one or kill it.
 A script (not pytest) that calls warm_run needs an `if __name__ == "__main__":` guard: multiprocessing imports
 the parent's main module in each child.
 """
@@ -27,6 +29,7 @@ import multiprocessing.forkserver
 import os
 import pkgutil
 import runpy
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -45,13 +48,8 @@ MODULES: dict[str, str] = {"lmms_eval": "lmms_eval", "capjudge": "capjudge.tasks
 # Imported once in the server, before every module of capjudge's packages (see _preload_modules): these bring
 # torch, transformers, accelerate, datasets and lmms_eval.tasks, whose imports are most of a launch's cost.
 # warm_task_index: lmms-eval's index of its own task YAMLs, built once in the server (see that module).
-# Imported later in every run, so preloaded too (a profile of one warm run of the two demo tasks: 6.1 s of CPU,
-# 2.3 s of it these imports): the two lmms-eval task modules its `stderr_for_metric` imports at every
-# aggregation (they bring nltk and scikit-learn), the table writer its results table is printed with, and the
-# openai SDK's resources, which its client imports on first use.
-PRELOAD = ("warm_launch", "lmms_eval.__main__", "lmms_eval.cli.dispatch", "warm_task_index",
-           "lmms_eval.tasks.amber_g.utils", "lmms_eval.tasks.coco_cap_chair.utils", "pytablewriter",
-           "openai.resources")
+# warm_late_imports: what every run imported only once it ran (see that module).
+PRELOAD = ("warm_launch", "lmms_eval.__main__", "lmms_eval.cli.dispatch", "warm_task_index", "warm_late_imports")
 # Imported last: freezes what the server has built so far out of the garbage collector's reach (see it).
 FREEZE = "warm_gc_freeze"
 CAPJUDGE_PACKAGES = ("capjudge.judges", "capjudge.metrics", "capjudge.tasks")
@@ -79,25 +77,75 @@ def warm_run(argv_kind: ArgvKind, args: Sequence[str], *, env: Mapping[str, str]
              timeout: float | None) -> subprocess.CompletedProcess[str]:
     """`python -m <module of argv_kind> ARGS` in a warm child; raises subprocess.TimeoutExpired (after
     killing it) as subprocess.run does."""
-    module = MODULES[argv_kind]
+    process = warm_start(argv_kind, args, env=env, cwd=cwd)
+    try:
+        stdout, stderr = process.communicate(timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        stdout, stderr = process.communicate()
+        raise subprocess.TimeoutExpired(process.args, timeout, output=stdout, stderr=stderr) from None
+    return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
+
+
+def warm_start(argv_kind: ArgvKind | Literal["code"], args: Sequence[str], *, env: Mapping[str, str],
+               cwd: str | Path) -> WarmProcess:
+    """Start `python -m <module of argv_kind> ARGS` (or `python -c ARGS[0] ARGS[1:]` for "code") in a warm child
+    and return at once, for tests that watch or signal a running command (see WarmProcess)."""
     _ensure_server()
-    command = [sys.executable, "-m", module, *args]
-    with tempfile.TemporaryDirectory(dir=_scratch) as folder:
-        stdout_path, stderr_path = Path(folder) / "stdout", Path(folder) / "stderr"
-        child = multiprocessing.get_context("forkserver").Process(
-            target=_child_main,
-            args=(module, list(args), dict(env), str(cwd), str(stdout_path), str(stderr_path), _base_sys_path),
-            name=f"warm {module}",
-        )
-        child.start()
-        child.join(timeout)
-        if child.exitcode is None:
-            child.kill()
-            child.join()
-            raise subprocess.TimeoutExpired(command, timeout, output=_read(stdout_path), stderr=_read(stderr_path))
-        returncode = child.exitcode  # death by signal N is -N, as subprocess reports it
-        child.close()
-        return subprocess.CompletedProcess(command, returncode, _read(stdout_path), _read(stderr_path))
+    if argv_kind == "code":
+        command, target = [sys.executable, "-c", *args], None
+    else:
+        command, target = [sys.executable, "-m", MODULES[argv_kind], *args], MODULES[argv_kind]
+    folder = Path(tempfile.mkdtemp(dir=_scratch))
+    stdout_path, stderr_path = folder / "stdout", folder / "stderr"
+    child = multiprocessing.get_context("forkserver").Process(
+        target=_child_main,
+        args=(target, list(args), dict(env), str(cwd), str(stdout_path), str(stderr_path), _base_sys_path),
+        name=f"warm {target or '-c'}",
+    )
+    child.start()
+    return WarmProcess(command, child, folder)
+
+
+class WarmProcess:
+    """A running warm child, as much of subprocess.Popen as the tests use: `pid`, `poll()`, `wait(timeout)`,
+    `send_signal(signal)`, `kill()`, `returncode` (-N after death by signal N, as subprocess reports it) and
+    `communicate(timeout)`, which gives its stdout and stderr as text once it has ended. The child is a
+    process of the forkserver, not of the test: it is waited for through multiprocessing."""
+
+    def __init__(self, args: list[str], child: multiprocessing.process.BaseProcess, folder: Path):
+        self.args, self._child, self._folder = args, child, folder
+        self.returncode: int | None = None
+
+    @property
+    def pid(self) -> int:
+        assert self._child.pid is not None
+        return self._child.pid
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            self.returncode = self._child.exitcode
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        self._child.join(timeout)
+        if self.poll() is None:
+            raise subprocess.TimeoutExpired(self.args, timeout)
+        return self.returncode  # type: ignore[return-value]
+
+    def send_signal(self, signal_number: int) -> None:
+        if self.poll() is None:
+            os.kill(self.pid, signal_number)
+
+    def kill(self) -> None:
+        if self.poll() is None:
+            self._child.kill()
+
+    def communicate(self, timeout: float | None = None) -> tuple[str, str]:
+        self.wait(timeout)
+        stdout, stderr = _read(self._folder / "stdout"), _read(self._folder / "stderr")
+        shutil.rmtree(self._folder, ignore_errors=True)
+        return stdout, stderr
 
 
 def _read(path: Path) -> str:
@@ -160,7 +208,7 @@ def _interpreter_sys_path() -> list[str]:
 # ---------------------------------------------------------------------------------------------------------
 
 
-def _child_main(module: str, args: list[str], env: dict[str, str], cwd: str, stdout_path: str, stderr_path: str,
+def _child_main(module: str | None, args: list[str], env: dict[str, str], cwd: str, stdout_path: str, stderr_path: str,
                 base_sys_path: list[str]) -> None:
     os.environ.clear()
     os.environ.update(env)
@@ -177,8 +225,12 @@ def _child_main(module: str, args: list[str], env: dict[str, str], cwd: str, std
     for name in REREAD_AT_START:  # after the redirection: their warnings belong to the child's stderr
         if name in sys.modules:
             importlib.reload(sys.modules[name])
-    sys.argv = ["-m", *args]  # as `python -m` has it until the module is found
-    status = _run_as_interpreter(module)
+    if module is None:  # `python -c CODE ARGS`
+        sys.argv = ["-c", *args[1:]]
+        status = _run_code_as_interpreter(args[0])
+    else:
+        sys.argv = ["-m", *args]  # as `python -m` has it until the module is found
+        status = _run_as_interpreter(module)
     os._exit(_exit_like_interpreter(status))
 
 
@@ -198,6 +250,23 @@ def _run_as_interpreter(module: str) -> int:
     except SystemExit as exit_:
         return _status_of(exit_)
     except BaseException:  # noqa: BLE001 - the interpreter reports every uncaught exception the same way
+        sys.excepthook(*sys.exc_info())
+        return 1
+
+
+def _run_code_as_interpreter(code: str) -> int:
+    """What `python -c CODE` does: run it as the module `__main__`, with the same exit status rules."""
+    import types
+
+    main = types.ModuleType("__main__")
+    main.__dict__["__builtins__"] = __builtins__
+    sys.modules["__main__"] = main
+    try:
+        exec(compile(code, "<string>", "exec"), main.__dict__)  # noqa: S102 - the test's own program
+        return 0
+    except SystemExit as exit_:
+        return _status_of(exit_)
+    except BaseException:  # noqa: BLE001
         sys.excepthook(*sys.exc_info())
         return 1
 
