@@ -13,6 +13,7 @@ import json
 import pytest
 from conftest import REPO_ROOT
 from harness_runs import TEST_API_KEY, TEST_JUDGE_MODEL, judge_server, run_capjudge_cli, run_lmms_eval
+from warm_launch import warm_start
 
 pytestmark = pytest.mark.slow
 
@@ -177,12 +178,17 @@ def test_a_killed_two_process_stage_leaves_no_worker_behind_and_its_rerun_asks_o
     slow = {"CAPJUDGE_MAX_CONCURRENCY": "2"}  # one request at a time per worker: 5 items each, 0.6 s apiece
     with judge_server(latency=0.6) as judge:
         judge.identify_clients = True
-        stage = subprocess.Popen([sys.executable, "-m", "capjudge.tasks.cli", "judge", *arguments], cwd=REPO_ROOT,
-                                 env=_judge_env(tmp_path, judge, cache, slow), stdout=subprocess.DEVNULL,
-                                 stderr=subprocess.DEVNULL,
-                                 # A runner that starts the suite in the background (`make test &` in a script)
-                                 # passes SIGINT on as ignored, and Python then never installs its handler.
-                                 preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+        if signal_name == "SIGKILL":  # handled by no process: a warm child (tests/warm_launch.py) ends as any does
+            stage = warm_start("capjudge", ["judge", *arguments], env=_judge_env(tmp_path, judge, cache, slow),
+                               cwd=REPO_ROOT)
+        else:  # SIGINT is handled: the real command line, with the handler Python installs at its start
+            stage = subprocess.Popen([sys.executable, "-m", "capjudge.tasks.cli", "judge", *arguments], cwd=REPO_ROOT,
+                                     env=_judge_env(tmp_path, judge, cache, slow), stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL,
+                                     # A runner that starts the suite in the background (`make test &` in a
+                                     # script) passes SIGINT on as ignored, and Python then never installs its
+                                     # handler.
+                                     preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         deadline = time.monotonic() + 120
         while sum(entry.replied is not None for entry in judge.log) < 4:
             assert stage.poll() is None and time.monotonic() < deadline, "the stage never got 4 replies"
