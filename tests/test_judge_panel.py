@@ -298,17 +298,21 @@ def test_estimate_prices_a_panel_run_per_member_without_any_key(tmp_path):
     assert f"panel total: {3 * N_ITEMS} requests, cost ${total:,.2f}" in out
 
 
+def _panel_references_run(tmp_path, task: str, limit: int, data_env: dict[str, str]):
+    """A panel run of a text-only references task over the rated candidates of a human-rated set."""
+    with judge_server(responder=panel_responder) as judge:
+        return run_lmms_eval(model="captions_file", model_args="field=candidate", tasks=task,
+                             output_path=tmp_path / task, judge_base_url=judge.base_url,
+                             cache_path=tmp_path / "cache.sqlite", limit=limit,
+                             env={"CAPJUDGE_PANEL": str(write_panel(tmp_path, judge.base_url)), **data_env})
+
+
 def test_correlate_gives_each_member_and_the_panel_against_the_human_ratings(tmp_path):
     """`capjudge correlate --msvd-eval --run` on a panel run of MSVD-Eval (the text-only `gveval_references`
     task, 20 items): one scorer for the panel and one per member, each its per-item main score against the
     raters (annotators expanded, as G-VEval does), equal to scipy's tau-b on the same pairs."""
     msvd = shared_path("data", "msvd_eval", "MSVD-Eval.json")
-    with judge_server(responder=panel_responder) as judge:
-        run = run_lmms_eval(model="captions_file", model_args="field=candidate", tasks="gveval_references",
-                            output_path=tmp_path / "msvd", judge_base_url=judge.base_url,
-                            cache_path=tmp_path / "cache.sqlite", limit=20,
-                            env={"CAPJUDGE_PANEL": str(write_panel(tmp_path, judge.base_url)),
-                                 "CAPJUDGE_MSVD_EVAL_JSON": str(msvd)})
+    run = _panel_references_run(tmp_path, "gveval_references", 20, {"CAPJUDGE_MSVD_EVAL_JSON": str(msvd)})
     done = run_capjudge("correlate", "--msvd-eval", str(msvd), "--run", str(run.results_file), "--task",
                         "gveval_references", "--bootstrap", "0", "--format", "json", timeout=300)
     assert done.returncode == 0, done.stderr
@@ -334,12 +338,7 @@ def test_vatex_reads_each_members_scores_of_a_panel_run(tmp_path):
     """`capjudge vatex FILE RUN --metric gveval_mean@<member>` (VATEX-EVAL, the text-only references task, 12
     candidates) reports the member exactly as the same scores given as a JSONL scorer file."""
     vatex = shared_path("data", "vatex_eval", "vid_cans_score_dict.json")
-    with judge_server(responder=panel_responder) as judge:
-        run = run_lmms_eval(model="captions_file", model_args="field=candidate", tasks="gveval_vatex_references",
-                            output_path=tmp_path / "vatex", judge_base_url=judge.base_url,
-                            cache_path=tmp_path / "cache.sqlite", limit=12,
-                            env={"CAPJUDGE_PANEL": str(write_panel(tmp_path, judge.base_url)),
-                                 "CAPJUDGE_VATEX_EVAL_JSON": str(vatex)})
+    run = _panel_references_run(tmp_path, "gveval_vatex_references", 12, {"CAPJUDGE_VATEX_EVAL_JSON": str(vatex)})
     as_jsonl = tmp_path / "lenient.jsonl"
     lines = []
     for sample in run.samples("gveval_vatex_references"):

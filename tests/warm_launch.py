@@ -36,7 +36,7 @@ import tempfile
 import threading
 import time
 import traceback
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Literal
 
@@ -115,12 +115,9 @@ class WarmProcess:
 
     def __init__(self, args: list[str], child: multiprocessing.process.BaseProcess, folder: Path):
         self.args, self._child, self._folder = args, child, folder
+        assert child.pid is not None
+        self.pid: int = child.pid
         self.returncode: int | None = None
-
-    @property
-    def pid(self) -> int:
-        assert self._child.pid is not None
-        return self._child.pid
 
     def poll(self) -> int | None:
         if self.returncode is None:
@@ -128,7 +125,8 @@ class WarmProcess:
         return self.returncode
 
     def wait(self, timeout: float | None = None) -> int:
-        self._child.join(timeout)
+        if self.returncode is None:
+            self._child.join(timeout)
         if self.poll() is None:
             raise subprocess.TimeoutExpired(self.args, timeout)
         return self.returncode  # type: ignore[return-value]
@@ -142,9 +140,12 @@ class WarmProcess:
             self._child.kill()
 
     def communicate(self, timeout: float | None = None) -> tuple[str, str]:
+        """Its stdout and stderr once it has ended; then its files and multiprocessing's handles are let go
+        (a suite makes hundreds of warm runs per process)."""
         self.wait(timeout)
         stdout, stderr = _read(self._folder / "stdout"), _read(self._folder / "stderr")
         shutil.rmtree(self._folder, ignore_errors=True)
+        self._child.close()
         return stdout, stderr
 
 
@@ -242,31 +243,30 @@ def _redirect(fd: int, path: str, flags: int) -> None:
 
 def _run_as_interpreter(module: str) -> int:
     """What `python -m module` does: run its __main__ as the module `__main__` (capjudge's run_outcome asks
-    whether `__main__` is lmms-eval's); SystemExit's code is the status; an uncaught exception prints its
-    traceback and exits 1."""
-    try:
-        runpy.run_module(module, run_name="__main__", alter_sys=True)  # sets sys.argv[0] and sys.modules["__main__"]
-        return 0
-    except SystemExit as exit_:
-        return _status_of(exit_)
-    except BaseException:  # noqa: BLE001 - the interpreter reports every uncaught exception the same way
-        sys.excepthook(*sys.exc_info())
-        return 1
+    whether `__main__` is lmms-eval's)."""
+    # run_module sets sys.argv[0] and sys.modules["__main__"]
+    return _status_like_interpreter(lambda: runpy.run_module(module, run_name="__main__", alter_sys=True))
 
 
 def _run_code_as_interpreter(code: str) -> int:
-    """What `python -c CODE` does: run it as the module `__main__`, with the same exit status rules."""
+    """What `python -c CODE` does: run it as the module `__main__`."""
     import types
 
     main = types.ModuleType("__main__")
     main.__dict__["__builtins__"] = __builtins__
     sys.modules["__main__"] = main
+    return _status_like_interpreter(lambda: exec(compile(code, "<string>", "exec"), main.__dict__))  # noqa: S102
+
+
+def _status_like_interpreter(run: Callable[[], object]) -> int:
+    """The exit status of `run` as the interpreter gives it for its main module: SystemExit's code is the
+    status; an uncaught exception prints its traceback and exits 1; else 0."""
     try:
-        exec(compile(code, "<string>", "exec"), main.__dict__)  # noqa: S102 - the test's own program
+        run()
         return 0
     except SystemExit as exit_:
         return _status_of(exit_)
-    except BaseException:  # noqa: BLE001
+    except BaseException:  # noqa: BLE001 - the interpreter reports every uncaught exception the same way
         sys.excepthook(*sys.exc_info())
         return 1
 
