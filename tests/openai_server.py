@@ -130,11 +130,37 @@ def with_logprobs(content: str, alternatives: dict[int, list[tuple[str, float]]]
     return Reply(content, [(tok, alternatives.get(i, [(tok, 0.0)])) for i, tok in enumerate(tokens)])
 
 
-def pid_of_connection(client_port: int, server_port: int) -> int | None:
-    """The local process holding the client end of a loopback TCP connection (Linux /proc), or None."""
-    import os
+def pid_of_connection(client_port: int, server_port: int, attempts: int = 20) -> int | None:
+    """The local process holding the client end of a loopback TCP connection (Linux /proc), or None.
 
-    inode = None
+    Called while the server handles a request on that connection, so the client end is certainly open (its
+    owner waits for the reply). What can still race is the scan itself: a busy client opens and closes other
+    files and sockets while its fd table is read, and one of them vanishing between listdir and readlink must
+    not hide the whole process (it once did: one run in five counted requests for no process). A process that
+    forked after opening the socket shares it; the lowest pid, the opener, is the one named."""
+    import os
+    import time
+
+    for attempt in range(attempts):
+        inode = _client_socket_inode(client_port, server_port)
+        if inode is not None:
+            target = f"socket:[{inode}]"
+            for pid in sorted(map(int, filter(str.isdigit, os.listdir("/proc")))):
+                try:
+                    fds = os.listdir(f"/proc/{pid}/fd")
+                except OSError:  # a process that ended, or one we may not look into
+                    continue
+                for fd in fds:
+                    try:
+                        if os.readlink(f"/proc/{pid}/fd/{fd}") == target:
+                            return pid
+                    except OSError:  # that fd closed while we looked: the others still count
+                        continue
+        time.sleep(0.01 * (attempt + 1))
+    return None
+
+
+def _client_socket_inode(client_port: int, server_port: int) -> str | None:
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         try:
             lines = open(table).read().splitlines()[1:]
@@ -143,21 +169,8 @@ def pid_of_connection(client_port: int, server_port: int) -> int | None:
         for line in lines:
             fields = line.split()
             local_port, remote_port = int(fields[1].rsplit(":", 1)[1], 16), int(fields[2].rsplit(":", 1)[1], 16)
-            if local_port == client_port and remote_port == server_port:
-                inode = fields[9]
-                break
-        if inode is not None:
-            break
-    if inode is None:
-        return None
-    target = f"socket:[{inode}]"
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            for fd in os.listdir(f"/proc/{pid}/fd"):
-                if os.readlink(f"/proc/{pid}/fd/{fd}") == target:
-                    return int(pid)
-        except OSError:  # a process that ended, or one we may not look into
-            continue
+            if local_port == client_port and remote_port == server_port and fields[9] != "0":
+                return fields[9]
     return None
 
 
