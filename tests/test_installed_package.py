@@ -38,6 +38,7 @@ class InstalledCapjudge:
     wheel: Path
     sdist: Path
     outside: Path  # a working directory outside the repository
+    build_output: str  # what building the sdist and the wheel printed
 
     @property
     def python(self) -> Path:
@@ -67,14 +68,17 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> InstalledCapjudge:
     # As `python -m build` does, offline: the sdist from the checkout, then the wheel from the unpacked sdist (so
     # the sdist is proven to hold what a build needs, and no stale build/ folder of the checkout reaches the
     # wheel), both with the project venv's setuptools through its PEP 517 backend, with no isolated build env.
-    subprocess.run([str(PROJECT_PYTHON), "-c", "import sys; from setuptools import build_meta; build_meta.build_sdist(sys.argv[1])",
-                    str(dist)], cwd=REPO_ROOT, check=True, capture_output=True, text=True, timeout=300)
+    built = [subprocess.run([str(PROJECT_PYTHON), "-c", f"import sys; from setuptools import build_meta; build_meta.build_{kind}(sys.argv[1])",
+                             str(dist)], cwd=cwd, check=True, capture_output=True, text=True, timeout=300)
+             for kind, cwd in (("sdist", REPO_ROOT),)]
     (sdist,) = dist.glob("capjudge-*.tar.gz")
     with tarfile.open(sdist) as archive:
         archive.extractall(root / "unpacked", filter="data")
     (unpacked,) = (root / "unpacked").glob("capjudge-*")
-    subprocess.run([str(PROJECT_PYTHON), "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w",
-                    str(dist), str(unpacked)], check=True, capture_output=True, text=True, timeout=300)
+    # The wheel through the same backend call pip makes, so that what setuptools says while building is seen.
+    built.append(subprocess.run([str(PROJECT_PYTHON), "-c", "import sys; from setuptools import build_meta; "
+                                 "build_meta.build_wheel(sys.argv[1])", str(dist)], cwd=unpacked, check=True,
+                                capture_output=True, text=True, timeout=300))
     (wheel,) = dist.glob("capjudge-*.whl")
     venv = root / "venv"
     subprocess.run([str(PROJECT_PYTHON), "-m", "venv", str(venv)], check=True, timeout=300)
@@ -88,7 +92,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> InstalledCapjudge:
     (Path(venv_site) / "project_dependencies.pth").write_text(project_site + "\n", encoding="utf-8")
     outside = root / "elsewhere"
     outside.mkdir()
-    return InstalledCapjudge(venv, wheel, sdist, outside)
+    return InstalledCapjudge(venv, wheel, sdist, outside, "".join(done.stdout + done.stderr for done in built))
 
 
 def test_every_capjudge_module_comes_from_the_wheel_not_the_checkout(installed):
@@ -160,6 +164,14 @@ def test_lmms_eval_runs_a_demo_task_and_the_group_and_the_leaderboard_reads_it(i
     assert set(DEMO_TASKS) <= set(sections) and "capjudge_demo" not in sections
     # The judge note names the capjudge release that judged, once per task.
     assert page.count(f"capjudge {_project_version()}") == len(DEMO_TASKS)
+
+
+def test_the_build_is_free_of_setuptools_warnings(installed):
+    # e.g. "Package 'capjudge.tasks.demo' is absent from the `packages` configuration" for a data folder.
+    warnings = [line for line in installed.build_output.splitlines()
+                if "Warning" in line or "WARNING" in line or "!!" in line]
+    # This machine sets PYTHONDONTWRITEBYTECODE, which makes distutils say it skips byte-compiling: not ours.
+    assert [line for line in warnings if "byte-compiling is disabled" not in line] == [], installed.build_output[-3000:]
 
 
 def test_the_sdist_and_the_wheel_pass_twine_check_and_the_sdist_leaves_the_tests_out(installed):

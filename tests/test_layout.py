@@ -48,6 +48,13 @@ def _modules() -> dict[str, Path]:
     return found
 
 
+def _data_packages() -> set[str]:
+    """The folders of data the wheel carries, as the packages they install as: the templates and the task
+    folders lmms-eval loads by path."""
+    templates = {f"{package}.templates" for top, package in TOP_FOLDERS.items() if (REPO_ROOT / top / "templates").is_dir()}
+    return templates | {f"capjudge.tasks.{folder}" for folder in TASK_FOLDERS}
+
+
 def _readme_layout_block() -> str:
     text = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
     section = text.split("\n## Layout\n", 1)[1]
@@ -80,7 +87,11 @@ def test_the_readme_layout_lists_every_module_and_only_modules_that_exist():
 def test_pyproject_installs_every_package_and_no_other():
     config = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]
     packages = {name for name, path in _modules().items() if path.name == "__init__.py"}
-    assert sorted(config["packages"]) == sorted(packages)
+    assert sorted(config["packages"]) == sorted(packages | _data_packages())
+    # Each data folder installs its files (setuptools warns about, and may one day drop, data in a folder that
+    # is not a listed package).
+    data = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]["package-data"]
+    assert sorted(data) == sorted(_data_packages())
     assert config["package-dir"] == {package: top for top, package in TOP_FOLDERS.items()} | {
         package: folder for folder, package in RENAMED_FOLDERS.items()}
     # A renamed folder is installed once, under its own name: never also as a sub-package of its top folder.
