@@ -86,6 +86,87 @@ def test_an_out_that_is_a_file_or_under_one_is_one_line_before_any_work(judged, 
     assert [path for path in _tree(tmp_path) if not path.startswith("run")] == before
 
 
+def test_a_rerun_removes_the_temporary_files_a_killed_run_left_and_only_those(judged, tmp_path):
+    import os
+    import socket
+    import subprocess
+    import sys
+
+    out = tmp_path / "out"
+    folder = out / judged.name  # the run folder `capjudge judge --model-name good` writes into
+    folder.mkdir(parents=True)
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
+                          check=True)
+    dead_pid = int(dead.stdout)  # a writer that has ended
+    host = socket.gethostname().split(".")[0]
+    left = folder / f".20260101_000000_000000_results.json.{host}-{dead_pid}.k3j2.partial"
+    live = folder / f".20260101_000000_000000_results.json.{host}-{os.getpid()}.x8q1.partial"
+    elsewhere = folder / f".20260101_000000_000000_results.json.otherhost-{dead_pid}.p0z9.partial"
+    not_ours = folder / ".notes.partial"
+    for path in (left, live, elsewhere, not_ours):
+        path.write_text("half a file", encoding="utf-8")
+    with judge_server() as judge:
+        done = run_capjudge("judge", "--captions", str(CAPTIONS), "--model-name", "good", "--task", TASK,
+                            "--out", str(out), env=_env(judge, tmp_path / "run"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert f"capjudge judge: removed {left}, left by a killed run" in done.stderr
+    assert not left.exists()
+    assert live.exists() and elsewhere.exists() and not_ours.exists()  # a live writer's, another host's, unknown
+    assert len(list(folder.glob("*_results.json"))) == 1
+
+
+def _capjudge_under_umask(umask: int, *args: str, env: dict[str, str] | None = None):
+    """`capjudge ARGS` in a warm child whose umask is `umask` (the forkserver's own is whatever the suite had)."""
+    import os
+    import subprocess
+
+    from warm_launch import warm_start
+
+    code = (f"import os, sys; os.umask({umask:#o}); from capjudge.tasks.cli.main import main; "
+            "sys.argv[0] = 'capjudge'; raise SystemExit(main(sys.argv[1:]))")
+    process = warm_start("code", [code, *args], env=env or dict(os.environ), cwd=REPO_ROOT)
+    stdout, stderr = process.communicate(300)
+    return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
+
+
+def test_files_for_people_get_the_mode_the_umask_gives_and_a_batch_state_stays_owner_only(judged, tmp_path):
+    import stat
+
+    def modes(folder: Path) -> dict[str, int]:
+        return {str(path.relative_to(folder)): stat.S_IMODE(path.stat().st_mode)
+                for path in folder.rglob("*") if path.is_file()}
+
+    board = _capjudge_under_umask(0o027, "leaderboard", str(judged), "--out", str(tmp_path / "board"))
+    assert board.returncode == 0, board.stderr[-3000:]
+    report = _capjudge_under_umask(0o027, "report", str(judged), "--out", str(tmp_path / "report"))
+    assert report.returncode == 0, report.stderr[-3000:]
+    with judge_server() as judge:
+        run = _capjudge_under_umask(0o022, "judge", "--captions", str(CAPTIONS), "--model-name", "good", "--task",
+                                    TASK, "--out", str(tmp_path / "run"), env=_env(judge, tmp_path / "j"))
+    assert run.returncode == 0, run.stderr[-3000:]
+    board_modes, report_modes, run_modes = modes(tmp_path / "board"), modes(tmp_path / "report"), modes(tmp_path / "run")
+    assert {"leaderboard.md", "leaderboard.csv", "leaderboard.html", "leaderboard.png"} <= set(board_modes)
+    assert set(board_modes.values()) == {0o640}, board_modes  # 0o666 less the umask 027: the group may read
+    assert "report.html" in report_modes and set(report_modes.values()) == {0o640}, report_modes
+    assert len(run_modes) == 2 and set(run_modes.values()) == {0o644}, run_modes  # results and samples
+
+
+def test_a_batch_state_file_is_written_owner_only_whatever_the_umask(tmp_path):
+    import os
+    import stat
+
+    from capjudge.metrics.files.outputs import write_replacing
+
+    previous = os.umask(0o022)
+    try:
+        write_replacing(tmp_path / "batch_state.json", "{}", private=True)
+        write_replacing(tmp_path / "leaderboard.md", "# board")
+    finally:
+        os.umask(previous)
+    assert stat.S_IMODE((tmp_path / "batch_state.json").stat().st_mode) == 0o600
+    assert stat.S_IMODE((tmp_path / "leaderboard.md").stat().st_mode) == 0o644
+
+
 # ---------------------------------------------------------------------------------------------------------
 # Results and samples files that cannot be read as they are
 # ---------------------------------------------------------------------------------------------------------

@@ -50,7 +50,7 @@ from capjudge.judges.anycap.length_rule import (
     parse_tolerance,
 )
 from capjudge.judges.types import ParseFailure
-from capjudge.tasks.judged.settings import constrained_output_enabled, parse_bool, parse_positive_int, setting
+from capjudge.tasks.judged.settings import MAX_TRIES_LIMIT, constrained_output_enabled, parse_bool, parse_count, setting
 from capjudge.tasks.judged.sources import DatasetError, ItemFormat, read_json_lines, record_id
 from capjudge.tasks.judged.judged_task import DEFAULT_MAX_CAPTION_CHARS, VIDEO_MISSING, JudgedTask, JudgeSettings
 from capjudge.tasks.judged.judged_task import resolve_max_caption_chars, resolve_samples
@@ -181,7 +181,7 @@ class AnyCapSettings(JudgeSettings):
             instruction_rule=setting(
                 metadata, "instruction_rule", False, parse_bool, env_name="CAPJUDGE_ANYCAP_INSTRUCTION_RULE", env=env
             ),
-            max_tries=setting(metadata, "max_tries", PUBLISHED_MAX_TRIES, parse_positive_int),
+            max_tries=setting(metadata, "max_tries", PUBLISHED_MAX_TRIES, parse_count(MAX_TRIES_LIMIT)),
             constrained_output=constrained_output_enabled(env),
             samples=resolve_samples(metadata, env),
             max_caption_chars=resolve_max_caption_chars(metadata, env),

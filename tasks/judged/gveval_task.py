@@ -45,7 +45,7 @@ from capjudge.judges.types import ParseFailure
 from capjudge.metrics.files.jsonl import read_json
 from capjudge.metrics.human_correlation.msvd_eval import MsvdEvalError, parse_item
 from capjudge.metrics.human_correlation.vatex_eval import VatexEvalError, load_vatex_eval
-from capjudge.tasks.judged.settings import constrained_output_enabled, parse_choice, parse_positive_int, setting
+from capjudge.tasks.judged.settings import MAX_TRIES_LIMIT, constrained_output_enabled, parse_choice, parse_count, setting
 from capjudge.tasks.judged.sources import DatasetError, ItemFormat, read_json_lines, record_id
 from capjudge.judges.gveval.parser import SCORE_NAMES
 from capjudge.tasks.judged.judged_task import DEFAULT_MAX_CAPTION_CHARS, VIDEO_MISSING, JudgedTask, JudgeSettings
@@ -210,7 +210,7 @@ class GVEvalSettings(JudgeSettings):
         return cls(
             scoring=setting(metadata, "scoring", "expected", parse_choice(SCORINGS), env_name="CAPJUDGE_GVEVAL_SCORING", env=env),
             mode=setting(metadata, "mode", "frames", parse_choice(MODES), env_name="CAPJUDGE_GVEVAL_MODE", env=env),
-            max_tries=setting(metadata, "max_tries", DEFAULT_MAX_TRIES, parse_positive_int),
+            max_tries=setting(metadata, "max_tries", DEFAULT_MAX_TRIES, parse_count(MAX_TRIES_LIMIT)),
             constrained_output=constrained_output_enabled(env),
             samples=resolve_samples(metadata, env),
             max_caption_chars=resolve_max_caption_chars(metadata, env),

@@ -59,10 +59,10 @@ from capjudge.tasks.judged.panel_judging import (
     median_of,
     panel_judgment,
 )
-from capjudge.tasks.judged.settings import parse_positive_int, setting
+from capjudge.tasks.judged.settings import MAX_CAPTION_CHARS_LIMIT, MAX_JUDGE_SAMPLES, parse_count, setting
 from capjudge.tasks.judged.sources import check_videos, missing_video_problem, video_path
 from capjudge.tasks.judged.prejudge import PrejudgedItems, item_key, prejudge
-from capjudge.tasks.judged.run_outcome import running_as_lmms_eval
+from capjudge.tasks.judged.run_outcome import lmms_eval_predict_only, max_failure_rate, running_as_lmms_eval
 from capjudge.tasks.judged.sourced_task import SourcedTask
 from lmms_eval.api.reasoning import parse_reasoning_tags_config, strip_reasoning_tags
 
@@ -128,13 +128,13 @@ class JudgeSettings:
 def resolve_samples(metadata: Mapping[str, Any], env: Mapping[str, str] | None = None) -> int:
     """k replies per item: task metadata `judge_samples`, overridden by CAPJUDGE_JUDGE_SAMPLES (default 1, the
     published protocol)."""
-    return setting(metadata, "judge_samples", 1, parse_positive_int, env_name="CAPJUDGE_JUDGE_SAMPLES", env=env)
+    return setting(metadata, "judge_samples", 1, parse_count(MAX_JUDGE_SAMPLES), env_name="CAPJUDGE_JUDGE_SAMPLES", env=env)
 
 
 def resolve_max_caption_chars(metadata: Mapping[str, Any], env: Mapping[str, str] | None = None) -> int:
     """The longest caption sent to the judge, in characters: task metadata `max_caption_chars`, overridden by
     CAPJUDGE_MAX_CAPTION_CHARS (default DEFAULT_MAX_CAPTION_CHARS). A longer caption ends `caption_too_long`."""
-    return setting(metadata, "max_caption_chars", DEFAULT_MAX_CAPTION_CHARS, parse_positive_int,
+    return setting(metadata, "max_caption_chars", DEFAULT_MAX_CAPTION_CHARS, parse_count(MAX_CAPTION_CHARS_LIMIT),
                    env_name="CAPJUDGE_MAX_CAPTION_CHARS", env=env)
 
 
@@ -308,7 +308,8 @@ class JudgedTask(SourcedTask):
         """The settings parse, the judge is configured, and its reply cache can live where it is configured
         (only the settings when the task's requests are counted, not sent)."""
         self.settings()
-        if not self.sends_requests:
+        max_failure_rate()  # read again when the run ends; a bad value must not wait until every item is paid for
+        if not self.sends_requests or lmms_eval_predict_only():  # a generate-only run needs no judge, no key
             return
         for config in self.judge_configs():  # the one judge's, or each panel member's
             if config.use_cache and config.cache_path is not None:

@@ -4,8 +4,11 @@ lmms-eval exits 0 whatever its metrics say. capjudge's failure aggregation (`agg
 `check_failure_rate` with the unjudged count of each task; above `CAPJUDGE_MAX_FAILURE_RATE` (default 0.5: a
 run that could not judge most of its items measured the judge, not the model) it logs one line saying so and
 arranges a non-zero exit status. The results JSON and the samples are still written first: the exit happens
-in an `atexit` handler, after lmms-eval has saved everything and returned. A task that cannot start (the
-pre-flight checks) ends the run with status 2 the same way, since lmms-eval itself would exit 0.
+in an `atexit` handler, after lmms-eval has saved everything and returned.
+
+A run that cannot start (a task's pre-flight checks, a captions file the `captions_file` model cannot serve)
+ends at once with status 2 and one line (`refuse_run`): lmms-eval would print its own traceback after ours and
+exit 0. Nothing has been judged at that point.
 """
 
 from __future__ import annotations
@@ -15,7 +18,9 @@ import logging
 import os
 import sys
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import NoReturn
 
 from capjudge.judges.client.config import ConfigError
 
@@ -76,6 +81,40 @@ def fail_at_exit(reason: str, status: int) -> None:
         atexit.register(_exit_unsuccessfully)
 
 
+def refuse_run(reason: str, status: int = LOAD_FAILURE_STATUS) -> NoReturn:
+    """End an lmms-eval run that cannot go on: one line on stderr, then SystemExit(status).
+
+    lmms-eval catches every `Exception` of an evaluation, prints its traceback and exits 0; `SystemExit` is no
+    `Exception`, so it passes through with its status (and under `accelerate launch` the launcher stops the
+    other ranks on a non-zero exit rather than leaving them at a barrier). Called before anything is judged;
+    replies cached so far are flushed all the same, and a reason already waiting for the exit (an earlier
+    configuration of the same command line that failed its failure rate) is printed with it."""
+    from capjudge.judges.client.cache import flush_open_caches
+
+    flush_open_caches()
+    line = reason if reason.startswith("capjudge") else f"capjudge: {reason}"
+    with _lock:
+        earlier = list(_reasons)
+        _reasons.clear()  # printed here: the atexit handler has nothing left to say
+    for earlier_reason, _ in earlier:
+        print(earlier_reason, file=sys.stderr)
+    print(" ".join(line.split("\n")), file=sys.stderr)
+    sys.stderr.flush()
+    raise SystemExit(max([status, *(earlier_status for _, earlier_status in earlier)]))
+
+
+@contextmanager
+def refused_inside_lmms_eval(*errors: type[Exception]) -> Iterator[None]:
+    """Inside lmms-eval's command line, `errors` end the run through `refuse_run`; anywhere else (`capjudge
+    judge`, a library call, a test) they propagate for the caller to report."""
+    try:
+        yield
+    except errors as error:
+        if running_as_lmms_eval():
+            refuse_run(str(error))
+        raise
+
+
 def running_as_lmms_eval() -> bool:
     main = sys.modules.get("__main__")
     spec = getattr(main, "__spec__", None)
@@ -84,7 +123,23 @@ def running_as_lmms_eval() -> bool:
     return os.path.basename(sys.argv[0] if sys.argv else "") in ("lmms-eval", "lmms_eval")
 
 
+def lmms_eval_predict_only() -> bool:
+    """Whether this process is an lmms-eval `--predict_only` run: it generates captions and judges nothing
+    (lmms-eval clears `process_results` only after the tasks are built, so at task load its command line,
+    read by its own parser, is the one place to see it)."""
+    if not running_as_lmms_eval():
+        return False
+    from lmms_eval.__main__ import parse_eval_args
+
+    try:
+        return bool(getattr(parse_eval_args()[1], "predict_only", False))
+    except SystemExit:  # not parseable as lmms-eval's command line after all
+        return False
+
+
 def _exit_unsuccessfully() -> None:
+    if not _reasons:  # refuse_run printed them and set the status itself
+        return
     # SystemExit raised in an atexit handler is ignored; os._exit is the one way to set the status now.
     # Flush what the other handlers would have flushed, judge replies first.
     from capjudge.judges.client.cache import flush_open_caches

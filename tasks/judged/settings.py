@@ -12,6 +12,11 @@ from capjudge.judges.client.config import ConfigError
 
 T = TypeVar("T")
 
+# Ceilings of the counts a task's metadata or the environment sets (README "What capjudge refuses").
+MAX_JUDGE_SAMPLES = 100  # k replies per item (judge_samples, CAPJUDGE_JUDGE_SAMPLES)
+MAX_TRIES_LIMIT = 20  # judge requests per reply until one parses (max_tries)
+MAX_CAPTION_CHARS_LIMIT = 1_000_000  # max_caption_chars, CAPJUDGE_MAX_CAPTION_CHARS
+
 
 def setting(
     metadata: Mapping[str, Any],
@@ -71,6 +76,18 @@ def parse_positive_int(value: Any) -> int:
     if number < 1 or str(number) != str(value).strip():
         raise ValueError(problem)
     return number
+
+
+def parse_count(upper: int) -> Callable[[Any], int]:
+    """A positive integer no larger than `upper`: every count a user sets has a ceiling, so a typo (an extra
+    zero or three) is one error before the run, never a run that sends a thousand times what was meant."""
+    def parse(value: Any) -> int:
+        number = parse_positive_int(value)
+        if number > upper:
+            raise ValueError(f"expected at most {upper:,}; got {value!r}")
+        return number
+
+    return parse
 
 
 def constrained_output_enabled(env: Mapping[str, str] | None = None) -> bool:

@@ -23,7 +23,7 @@ from typing import Any
 import datasets
 from capjudge.judges.client.config import ConfigError
 from capjudge.tasks.judged.sources import DatasetError, ItemFormat, import_dotted, load_rows, resolve_source
-from capjudge.tasks.judged.run_outcome import LOAD_FAILURE_STATUS, fail_at_exit, running_as_lmms_eval
+from capjudge.tasks.judged.run_outcome import refused_inside_lmms_eval
 from lmms_eval.api.task import ConfigurableTask
 
 
@@ -57,7 +57,9 @@ class SourcedTask(ConfigurableTask):
     def download(self, dataset_kwargs: dict[str, Any] | None = None) -> None:
         metadata = dict(self.config.metadata or {})
         split = self.config.test_split or "test"
-        try:
+        # A bad setting or no usable data: one line and status 2 inside lmms-eval; elsewhere (`capjudge judge`,
+        # a library call) the caller reports it, once.
+        with refused_inside_lmms_eval(ConfigError, DatasetError):
             self.check_ready()
             if "item_format" not in metadata:
                 raise DatasetError(f"task {self.config.task!r}: metadata.item_format (a dotted path to an ItemFormat) is missing")
@@ -68,10 +70,6 @@ class SourcedTask(ConfigurableTask):
             rows = load_rows(source, item_format, split)
             self.check_rows(rows)
             self.check_judge()
-        except (ConfigError, DatasetError) as error:  # a bad setting, or no usable data
-            if running_as_lmms_eval():  # lmms-eval would print it and exit 0: make the status say so
-                fail_at_exit(str(error), LOAD_FAILURE_STATUS)
-            raise  # elsewhere (`capjudge judge`, a library call) the caller reports it, once
         dataset = datasets.Dataset.from_list(rows)
         if self.config.process_docs is not None:
             dataset = self.config.process_docs(dataset)

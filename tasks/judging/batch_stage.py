@@ -28,7 +28,6 @@ endpoint): another run's state file is an error, not a silent mix.
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -93,10 +92,11 @@ class BatchState:
         return cls(path, {"run": dict(run), "round": 0, "batches": [], "line_failures": {}})
 
     def save(self) -> None:
+        from capjudge.metrics.files.outputs import write_replacing
+
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        partial = self.path.with_name(f".{self.path.name}.partial")
-        partial.write_text(json.dumps(self.data, indent=1), encoding="utf-8")
-        os.replace(partial, self.path)
+        # Owner-only: the batch and file ids in it reach the judged captions with the user's key.
+        write_replacing(self.path, json.dumps(self.data, indent=1), private=True)
 
     @property
     def batches(self) -> list[dict[str, Any]]:

@@ -296,11 +296,14 @@ def _run_folder(out: Path, source: CaptionSource) -> Path:
 def _writable_run_folder(out: Path, source: CaptionSource) -> Path:
     """The run's folder, made and checked before anything is judged: an --out that is a file or cannot be
     written is one error, not a traceback after every item was paid for."""
-    from capjudge.metrics.files.outputs import OutputError, writable_folder
+    from capjudge.metrics.files.outputs import OutputError, sweep_stale_partials, writable_folder
 
     try:
         writable_folder(Path(out))
-        return writable_folder(_run_folder(out, source))
+        folder = writable_folder(_run_folder(out, source))
+        for left in sweep_stale_partials(folder):  # from a run killed while it wrote
+            print(f"capjudge judge: removed {left}, left by a killed run", file=sys.stderr)
+        return folder
     except OutputError as error:
         raise JudgeStageError(str(error)) from None
 

@@ -27,6 +27,10 @@ in its YAML (lmms-eval copies a task's metadata into every request); else the fi
 Every document of the run must have a caption. The check runs at the start of `generate_until`, over all
 requests, before any caption is returned: one `MissingCaptionsError` names the missing ids (the first 10 and
 the count), and no judge call is ever made for a partial caption set.
+
+Inside lmms-eval's command line every such error (a missing or unreadable file, duplicate ids, a missing
+caption, an unknown argument) is one line and exit status 2: lmms-eval would print a traceback, write nothing
+and exit 0, and `lmms-eval ... && capjudge leaderboard` would carry on.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ from typing import Any
 from lmms_eval.api.model import lmms
 
 from capjudge.metrics.files.jsonl import read_json, read_objects
+from capjudge.tasks.judged.run_outcome import refused_inside_lmms_eval
 
 MODEL_ID = "captions_file"
 # The document fields tried, in order, when neither `key=` nor the task names the id field.
@@ -184,6 +189,11 @@ class CaptionsFile(lmms):
         **harness_arguments: Any,
     ) -> None:
         super().__init__()
+        with refused_inside_lmms_eval(CaptionsFileError):
+            self._configure(path, key, field, caption_field, model_name, harness_arguments)
+
+    def _configure(self, path: str | None, key: str | None, field: str | None, caption_field: str | None,
+                   model_name: str | None, harness_arguments: Mapping[str, Any]) -> None:
         unknown = sorted(set(harness_arguments) - _HARNESS_ARGUMENTS)
         if unknown:
             raise CaptionsFileError(
@@ -220,7 +230,8 @@ class CaptionsFile(lmms):
 
     def generate_until(self, requests: Sequence[Any]) -> list[str]:
         # Resolve every caption first: a run with a gap fails here, before the judge sees a single caption.
-        captions = self.captions_for(requests)
+        with refused_inside_lmms_eval(CaptionsFileError):
+            captions = self.captions_for(requests)
         for request, caption in zip(requests, captions):
             self.cache_hook.add_partial("generate_until", (request.args[0], request.args[1]), caption)
         return captions
