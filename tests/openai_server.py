@@ -264,6 +264,17 @@ def panel_responder(body: dict[str, Any]) -> Reply:
 RESPONDERS: dict[str, Responder] = {"rubric": rubric_responder, "panel": panel_responder}
 
 
+def echoing_credentials(reply: Reply, headers: dict[str, str], path: str) -> Reply:
+    """`reply` prefixed with what a hostile server could echo of the request: its Authorization header (a
+    bearer key, or HTTP Basic auth made of a URL's `user:password@`), its `api-key` header (Azure) and its
+    path with any query. The prefix's tokens come first in the logprobs (logprob 0), so the reply still
+    scores as before. See `OpenAITestServer.echo_credentials`."""
+    prefix = (f"(received Authorization: {headers.get('authorization', '')}; api-key: {headers.get('api-key', '')}; "
+              f"path: {path}) ")
+    logprobs = None if reply.logprobs is None else [(token, [(token, 0.0)]) for token in tokens_of(prefix)] + reply.logprobs
+    return Reply(prefix + (reply.content or ""), logprobs, reply.finish_reason, reply.refusal)
+
+
 class _Server(ThreadingHTTPServer):
     # The default listen backlog (5) refuses connections when 32+ clients connect at once.
     request_queue_size = 256
@@ -290,6 +301,9 @@ class OpenAITestServer:
         # Look up which local process opened each connection (from /proc), so a multi-process test can count
         # the processes that sent requests and the requests each sent.
         self.identify_clients = False
+        # Echo the request's credentials at the start of every judgment reply (`echoing_credentials`), as a
+        # hostile or debugging server may: for tests that no credential, in any form, reaches a file or the screen.
+        self.echo_credentials = False
         # Rate limits the server enforces on judgments, OpenAI-style: requests and tokens (the reported prompt
         # tokens plus max_tokens) over a sliding window; over a limit it answers 429 with Retry-After. Every
         # judgment answer carries x-ratelimit-* headers while a limit is set. `rate_limited` counts the 429s.
@@ -333,6 +347,7 @@ class OpenAITestServer:
             self.logprobs_supported = True
             self.online_chat = True
             self.model_listing = None
+            self.echo_credentials = False
             self.rpm_limit = self.tpm_limit = None
             self.rate_window = 60.0
             self.rate_limited = 0
@@ -525,6 +540,8 @@ class OpenAITestServer:
                     if server.latency:
                         time.sleep(server.latency)
                     answer = server._next_answer(body)
+                    if server.echo_credentials and isinstance(answer, Reply):
+                        answer = echoing_credentials(answer, entry.headers, self.path)
                     entry.answer = answer.kind if isinstance(answer, Fault) else "reply"
                     if isinstance(answer, Fault):
                         self._send_fault(answer)

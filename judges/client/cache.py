@@ -1,9 +1,10 @@
 """A persistent cache of judge replies in one SQLite file.
 
 The key is a hash of the complete request body (model, messages with the image bytes, sampling and logprob
-settings), the judge's version string and a sample index. The sample index is what makes repeated sampling
-at temperature > 0 possible on purpose: the same request with another index is another cache row. The API
-key is not part of the body, so it never reaches the file.
+settings), the judge's version string and a sample index (and, for panel members that share a model name on
+two servers, the member's normalised endpoint: `JudgeConfig.cache_scope`). The sample index is what makes
+repeated sampling at temperature > 0 possible on purpose: the same request with another index is another
+cache row. The API key is not part of the body, so it never reaches the file.
 
 SQLite in WAL mode gives many readers and one writer at a time across threads and processes; each thread
 holds its own connection (sqlite3 connections must not cross threads) and a busy timeout turns a
@@ -24,7 +25,8 @@ judge is unknown): the run says so, and asks again.
 
 A file that is not a usable cache (a folder, unwritable, damaged, another program's database) is refused when
 the cache is opened, with one message that names the file, what is wrong and what to do; it is never changed,
-moved or replaced. A single unreadable row is a cache miss that is reported, and its new reply replaces it.
+moved or replaced. A single unreadable row is a cache miss that is reported, and its new reply replaces it;
+in `capjudge cache merge`, a readable copy of it from any source replaces it.
 """
 
 from __future__ import annotations
@@ -70,13 +72,18 @@ CACHE_VARIABLE = "CAPJUDGE_CACHE"
 
 
 def request_key(
-    body: Mapping[str, Any], judge_version: str, sample_index: int, judge: Mapping[str, Any] | None = None
+    body: Mapping[str, Any], judge_version: str, sample_index: int, judge: Mapping[str, Any] | None = None,
+    endpoint: str | None = None,
 ) -> str:
     """The cache key of one request. `judge`: what the server says about the model it serves (None: nothing
-    beyond the model name in the body, and then the key is the one capjudge has always computed)."""
+    beyond the model name in the body). `endpoint`: the server's normalised address, given only where two
+    judges share a model name (panel members on two servers; `JudgeConfig.cache_scope`). With neither, the key
+    is the one capjudge has always computed."""
     identity: dict[str, Any] = {"body": body, "judge_version": judge_version, "sample_index": sample_index}
     if judge:
         identity["judge"] = judge
+    if endpoint:
+        identity["endpoint"] = endpoint
     return hashlib.sha256(canonical_json(identity).encode("utf-8")).hexdigest()
 
 
@@ -234,9 +241,10 @@ class ServedJudges:
     """The judge server's model listing, asked once when the client is built, and what follows from it: each
     request's cache key, and the one-time notice when the cache holds a request's reply from another judge."""
 
-    def __init__(self, listing: Any = None, endpoint: str = ""):
+    def __init__(self, listing: Any = None, endpoint: str = "", scope: str | None = None):
         self._listing = listing
         self._endpoint = endpoint
+        self._scope = scope  # JudgeConfig.cache_scope: the endpoint keys carry, when they must
         self._identities: dict[str, dict[str, Any] | None] = {}
         self._remembered: set[str] = set()
         self._reported: set[str] = set()
@@ -248,9 +256,9 @@ class ServedJudges:
         """What the server at `config` serves, asked through the judge's own SDK client (`sdk`: its key, its
         base URL), with one GET /models (nothing for OpenAI or Azure). The listing passes through `redact` (the
         client's) first: what it says goes into the cache file and into messages, and a server may echo the key."""
-        endpoint = config.endpoint_label
+        endpoint, scope = config.endpoint_label, config.cache_scope
         if not asks_for_identity(config):
-            return cls(endpoint=endpoint)
+            return cls(endpoint=endpoint, scope=scope)
         import httpx
 
         try:
@@ -260,8 +268,8 @@ class ServedJudges:
             status = getattr(error, "status_code", None)
             log.warning("capjudge: could not ask %s which model it serves (GET /models: %s): its cached replies are "
                         "matched by model name only", endpoint, f"HTTP {status}" if status else type(error).__name__)
-            return cls(endpoint=endpoint)
-        return cls(listing, endpoint)
+            return cls(endpoint=endpoint, scope=scope)
+        return cls(listing, endpoint, scope)
 
     def identity(self, model: str) -> dict[str, Any] | None:
         with self._lock:
@@ -270,7 +278,7 @@ class ServedJudges:
             return self._identities[model]
 
     def request_key(self, body: Mapping[str, Any], judge_version: str, sample_index: int) -> str:
-        return request_key(body, judge_version, sample_index, self.identity(str(body.get("model"))))
+        return request_key(body, judge_version, sample_index, self.identity(str(body.get("model"))), self._scope)
 
     def before_asking(self, cache: "ReplyCache", body: Mapping[str, Any], judge_version: str, sample_index: int) -> None:
         """On a cache miss, before the request: record this judge in the cache, and say (once per other judge)
@@ -281,7 +289,7 @@ class ServedJudges:
             if judge and model not in self._remembered:
                 cache.remember_judge(judge)
                 self._remembered.add(model)
-            others = cache.other_judges(body, judge_version, sample_index, judge)
+            others = cache.other_judges(body, judge_version, sample_index, judge, self._scope)
         except (sqlite3.Error, ValueError) as error:  # a notice, never a reason to stop judging
             log.debug("capjudge: no judge-identity check in %s: %s", cache.name, error)
             return
@@ -404,7 +412,9 @@ def _what_to_do(path: Path) -> str:
 
 def merge_caches(sources: list[Path], destination: Path) -> dict[str, int]:
     """Copy every reply of `sources` into `destination` (created if missing); a key already there keeps its
-    reply (as two processes judging the same request do). Returns, per source, how many replies were new.
+    reply (as two processes judging the same request do), unless that reply cannot be read and the source's
+    can: then the readable copy replaces it. Returns, per source, how many replies were new (replacements of
+    unreadable ones included).
 
     Every source is checked (a reply cache, readable to its last page) before the destination is created or
     touched, so a bad source is one error and no empty or half-merged destination is left behind; each source
@@ -429,8 +439,9 @@ def merge_caches(sources: list[Path], destination: Path) -> dict[str, int]:
 def _check_source(source: Path, destination: Path) -> None:
     if not source.is_file():
         raise CacheError(f"{source}: no such cache file")
-    if source.resolve() == destination.resolve():
-        raise CacheError(f"{source}: merging a cache into itself")
+    if _same_file(source, destination):
+        raise CacheError(f"{source} is the same file as --into {destination} (the same path, or a hard or symbolic "
+                         "link to it): merging a cache into itself; nothing was merged")
     conn = _connect_plain(source, str(source))
     try:
         problem = _schema_problem(conn)
@@ -450,6 +461,18 @@ def _check_source(source: Path, destination: Path) -> None:
         raise CacheError(f"{source} {problem}; nothing was merged")
 
 
+def _same_file(source: Path, destination: Path) -> bool:
+    """Whether `source` is `destination` under another name: the same path once links are resolved, or the same
+    file (device and inode) through a hard link, which no path comparison sees. SQLite would then attach the
+    destination to itself and answer a misleading "database is locked"."""
+    if source.resolve() == destination.resolve():
+        return True
+    try:
+        return destination.exists() and os.path.samefile(source, destination)
+    except OSError:  # one of them vanished or cannot be looked at: then they cannot be compared, nor be one
+        return False
+
+
 def _tables(conn: sqlite3.Connection, schema: str = "main") -> set[str]:
     return {row[0] for row in conn.execute(f"SELECT name FROM {schema}.sqlite_master WHERE type = 'table'")}
 
@@ -465,6 +488,7 @@ def _merge_one(cache: "ReplyCache", source: Path) -> int:
                 "INSERT OR IGNORE INTO replies (key, judge_version, model, created, reply) "
                 "SELECT key, judge_version, model, created, reply FROM source.replies"
             )
+            repaired = _replace_unreadable_rows(connection)
             if "judges" in _tables(connection, "source"):  # absent from caches older than judge identities
                 connection.execute("INSERT OR IGNORE INTO judges SELECT digest, identity, first_seen FROM source.judges")
             connection.execute("COMMIT")
@@ -474,7 +498,34 @@ def _merge_one(cache: "ReplyCache", source: Path) -> int:
             raise CacheError(f"{source}: not a capjudge reply cache ({error}); nothing of it was merged") from None
     finally:
         connection.execute("DETACH DATABASE source")
-    return len(cache) - before
+    return len(cache) - before + repaired
+
+
+def _replace_unreadable_rows(connection: sqlite3.Connection) -> int:
+    """Inside a merge (the source attached as `source`): where the destination's reply under a key cannot be
+    read and the source's reply under it can, the source's row replaces it; returns how many did. Without
+    this, INSERT OR IGNORE kept whichever copy came first, so a damaged row from an earlier source (issue 36)
+    hid a good copy from a later one, and the key would be asked again. Read as bytes: an undecodable row
+    must not stop the comparison."""
+    differing = connection.execute(
+        "SELECT mine.key, CAST(mine.reply AS BLOB), CAST(theirs.reply AS BLOB) FROM main.replies AS mine "
+        "JOIN source.replies AS theirs ON theirs.key = mine.key WHERE theirs.reply IS NOT mine.reply"
+    ).fetchall()
+    keys = [(key,) for key, mine, theirs in differing if not _readable_reply(mine) and _readable_reply(theirs)]
+    connection.executemany(
+        "INSERT OR REPLACE INTO main.replies (key, judge_version, model, created, reply) "
+        "SELECT key, judge_version, model, created, reply FROM source.replies WHERE key = ?", keys
+    )
+    return len(keys)
+
+
+def _readable_reply(stored: bytes | None) -> bool:
+    """Whether a stored reply (its bytes) is one `ReplyCache.get` can read."""
+    try:
+        reply_from_json(bytes(stored or b"").decode("utf-8"))
+    except (UnicodeDecodeError, UnreadableReply):
+        return False
+    return True
 
 
 _WRITER_IDLE_SECONDS = 1.0
@@ -557,18 +608,19 @@ class ReplyCache:
         )
 
     def other_judges(
-        self, body: Mapping[str, Any], judge_version: str, sample_index: int, judge: Mapping[str, Any] | None
+        self, body: Mapping[str, Any], judge_version: str, sample_index: int, judge: Mapping[str, Any] | None,
+        endpoint: str | None = None,
     ) -> list[Mapping[str, Any]]:
         """The other judges whose reply to this request is cached (`judge`'s own is not, or it would have been
         found): their identities, {} for a reply cached without one (before identities were recorded, or from a
-        server that said nothing about its model)."""
+        server that said nothing about its model). Keys are looked up as this judge keys them (`endpoint`)."""
         candidates: list[tuple[Mapping[str, Any], str]] = []
         if judge:
-            candidates.append(({}, request_key(body, judge_version, sample_index)))
+            candidates.append(({}, request_key(body, judge_version, sample_index, None, endpoint)))
         for (text,) in self._connection().execute("SELECT identity FROM judges"):
             other = json.loads(text)
             if other != judge:
-                candidates.append((other, request_key(body, judge_version, sample_index, other)))
+                candidates.append((other, request_key(body, judge_version, sample_index, other, endpoint)))
         return [other for other, key in candidates
                 if self._connection().execute("SELECT 1 FROM replies WHERE key = ?", (key,)).fetchone()]
 

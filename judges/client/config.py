@@ -9,10 +9,17 @@ Environment variables (read only when `JudgeConfig.from_env` is called, never at
 - `MODEL_VERSION` (lmms-eval's name for the judge model) or `CAPJUDGE_JUDGE_MODEL`.
 - `CAPJUDGE_CACHE` (SQLite file; default `~/.cache/capjudge/judge_cache.sqlite`), `CAPJUDGE_NO_CACHE=1`,
   `CAPJUDGE_MAX_CONCURRENCY`, `CAPJUDGE_TIMEOUT`, `CAPJUDGE_MAX_ATTEMPTS`, `CAPJUDGE_BREAKER_THRESHOLD`.
+
+Every count and duration has an upper bound (`MAX_CONCURRENCY` ... `MAX_RATE_WINDOW_SECONDS` below), checked
+when the configuration is built, before any work: generous for any real judge, but a slip (an extra zero, a
+pasted number) is one ConfigError instead of thousands of threads and slot files or a run that never times out.
+A judge model name with leading or trailing whitespace is refused the same way (a server would be asked for a
+model of exactly that name).
 """
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -22,6 +29,7 @@ from urllib.parse import parse_qsl, urlencode, urlparse, urlsplit, urlunsplit
 ApiType = Literal["openai", "azure"]
 
 DEFAULT_AZURE_API_VERSION = "2024-10-21"
+OPENAI_URL = "https://api.openai.com/v1"
 # Servers on this machine (llama.cpp, vLLM, the test server) accept any key; OpenAI and Azure do not.
 LOOPBACK_HOSTS = {"127.0.0.1", "localhost", "::1", "0.0.0.0"}
 # A query parameter whose name holds one of these carries a credential (`?api-key=`, `?key=`, `?token=`,
@@ -31,6 +39,57 @@ CREDENTIAL_PARAM_WORDS = ("key", "token", "secret", "pass", "pwd", "auth", "sig"
 REDACTED = "[REDACTED]"
 MIN_SECRET_LENGTH = 16
 MIN_SECRET_LENGTH_WITH_DIGIT = 8
+
+# Upper bounds of the counts and durations a user configures (issue 36).
+MAX_CONCURRENCY = 1024  # requests in flight per machine: each holds a thread and a slot lock file
+MAX_RPM = 1_000_000  # requests per minute; OpenAI's highest tiers are in the tens of thousands
+MAX_TPM = 10_000_000_000  # tokens per minute; the highest published tiers are in the hundreds of millions
+MAX_TIMEOUT_SECONDS = 3600.0  # one request; a slow local judge on a long video answers in minutes, not hours
+MAX_ATTEMPTS = 100  # transport attempts per request; the backoff is capped at 30 s, so 100 is close to an hour
+MAX_BREAKER_THRESHOLD = 100_000  # consecutive unfixable failures before the rest fail fast (0 turns it off)
+MAX_RATE_WINDOW_SECONDS = 3600.0  # the window RPM/TPM count over (60 s; shorter only to test pacing)
+
+
+@dataclass(frozen=True)
+class Bound:
+    """The range a configured number must lie in, and the variable that sets it for the single judge."""
+
+    variable: str
+    lowest: float | None  # inclusive; None: any number above 0 (a duration)
+    highest: float
+    unset_allowed: bool = False  # rpm, tpm: None is no limit of ours
+    hint: str = ""  # said with a number below `lowest`
+
+
+BOUNDS = {
+    "max_concurrency": Bound("CAPJUDGE_MAX_CONCURRENCY", 1, MAX_CONCURRENCY),
+    "timeout": Bound("CAPJUDGE_TIMEOUT", None, MAX_TIMEOUT_SECONDS),
+    "max_attempts": Bound("CAPJUDGE_MAX_ATTEMPTS", 1, MAX_ATTEMPTS),
+    "breaker_threshold": Bound("CAPJUDGE_BREAKER_THRESHOLD", 0, MAX_BREAKER_THRESHOLD, hint="0 turns it off"),
+    "rpm": Bound("CAPJUDGE_RPM", 1, MAX_RPM, unset_allowed=True, hint="unset it for no limit"),
+    "tpm": Bound("CAPJUDGE_TPM", 1, MAX_TPM, unset_allowed=True, hint="unset it for no limit"),
+    "rate_window": Bound("CAPJUDGE_RATE_WINDOW_SECONDS", None, MAX_RATE_WINDOW_SECONDS),
+}
+
+
+def bound_problem(setting: str, value: float | None) -> str | None:
+    """What is wrong with `value` for the bounded `setting` ("must be at least 1 ..., got 0"), or None.
+    Written so that NaN fails every comparison, and infinity the upper bound."""
+    bound = BOUNDS[setting]
+    if value is None:
+        return None if bound.unset_allowed else "must be set"
+    if bound.lowest is None and not value > 0:
+        return f"must be positive, got {value}"
+    if bound.lowest is not None and not value >= bound.lowest:
+        hint = f" ({bound.hint})" if bound.hint else ""
+        return f"must be at least {_number(bound.lowest)}{hint}, got {value}"
+    if not value <= bound.highest:
+        return f"must be at most {_number(bound.highest)}, got {value}"
+    return None
+
+
+def _number(value: float) -> str:
+    return f"{value:,.0f}" if float(value).is_integer() else f"{value:g}"
 
 
 class ConfigError(ValueError):
@@ -62,6 +121,10 @@ class JudgeConfig:
     rpm: int | None = None
     tpm: int | None = None
     rate_window: float = 60.0  # the seconds RPM/TPM count over; shorter only to test pacing quickly
+    # Where this judge's replies are kept apart from another judge's of the same model name (a panel sets it,
+    # see capjudge.judges.client.panel): its normalised endpoint, part of every cache key. None (every single
+    # judge, and panel members whose model names differ): keys as capjudge has always computed them.
+    cache_scope: str | None = None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: object) -> "JudgeConfig":
@@ -73,6 +136,7 @@ class JudgeConfig:
             raise ConfigError(f"API_TYPE must be 'openai' or 'azure', got {api_type!r}")
         values: dict[str, object] = {"api_type": api_type}
         values["model"] = configured_model(env)
+        model_origin = "the `model` argument" if given.get("model") else _model_variable(env)
         if api_type == "azure":
             values["api_key"] = env.get("AZURE_OPENAI_API_KEY") or env.get("OPENAI_API_KEY")
             values["azure_endpoint"] = env.get("AZURE_OPENAI_ENDPOINT")
@@ -82,25 +146,21 @@ class JudgeConfig:
         else:
             values["api_key"] = env.get("OPENAI_API_KEY")
             values["base_url"] = env.get("OPENAI_BASE_URL") or env.get("OPENAI_API_URL")
-        for name, env_name, kind in (
-            ("max_concurrency", "CAPJUDGE_MAX_CONCURRENCY", int),
-            ("timeout", "CAPJUDGE_TIMEOUT", float),
-            ("max_attempts", "CAPJUDGE_MAX_ATTEMPTS", int),
-            ("breaker_threshold", "CAPJUDGE_BREAKER_THRESHOLD", int),
-            ("rpm", "CAPJUDGE_RPM", int),
-            ("tpm", "CAPJUDGE_TPM", int),
-            ("rate_window", "CAPJUDGE_RATE_WINDOW_SECONDS", float),
-        ):
-            if env.get(env_name):
-                try:
-                    values[name] = kind(env[env_name])
-                except ValueError:
-                    raise ConfigError(f"{env_name} must be a number, got {env[env_name]!r}") from None
+        from_variables = _numbers_from_env(env)
+        values.update(from_variables)
         if env.get("CAPJUDGE_CACHE"):
             values["cache_path"] = Path(env["CAPJUDGE_CACHE"]).expanduser()
         if env.get("CAPJUDGE_NO_CACHE", "").lower() in ("1", "true", "yes"):
             values["use_cache"] = False
         values.update(given)
+        # A problem is named by where the value came from: the variable, unless an argument replaced it.
+        for setting in (setting for setting in from_variables if setting not in given):
+            problem = bound_problem(setting, from_variables[setting])
+            if problem is not None:
+                raise ConfigError(f"{BOUNDS[setting].variable} {problem}")
+        model_problem = whitespace_problem(values.get("model"))  # type: ignore[arg-type]
+        if model_problem is not None:
+            raise ConfigError(f"{model_origin}: the judge model {values['model']!r} {model_problem}")
         if values.get("base_url"):
             values["base_url"] = normalise_base_url(str(values["base_url"]))
         if values.get("cache_path") is None:
@@ -127,7 +187,13 @@ class JudgeConfig:
         carries (userinfo, `?api-key=`-style parameters; see `public_url`)."""
         if self.api_type == "azure":
             return f"azure:{public_url(self.azure_endpoint or '')}"
-        return public_url(self.base_url or "https://api.openai.com/v1")
+        return public_url(self.base_url or OPENAI_URL)
+
+    @property
+    def endpoint_identity(self) -> str:
+        """The server this judge's requests reach, one spelling per server (see `endpoint_identity`): what
+        tells two judges of the same model name apart."""
+        return endpoint_identity(self.api_type, self.base_url, self.azure_endpoint)
 
     @property
     def redactions(self) -> tuple[tuple[str, str], ...]:
@@ -143,20 +209,13 @@ class JudgeConfig:
         return tuple(found)
 
     def validate(self) -> None:
-        if self.max_concurrency < 1:
-            raise ConfigError(f"max_concurrency must be at least 1, got {self.max_concurrency}")
-        if self.max_attempts < 1:
-            raise ConfigError(f"max_attempts must be at least 1, got {self.max_attempts}")
-        if self.breaker_threshold < 0:
-            raise ConfigError(f"breaker_threshold must be >= 0 (0 turns it off), got {self.breaker_threshold}")
-        for name in ("rpm", "tpm"):
-            value = getattr(self, name)
-            if value is not None and value < 1:
-                raise ConfigError(f"CAPJUDGE_{name.upper()} must be at least 1 (unset it for no limit), got {value}")
-        if self.rate_window <= 0:
-            raise ConfigError(f"CAPJUDGE_RATE_WINDOW_SECONDS must be positive, got {self.rate_window}")
-        if self.timeout <= 0:
-            raise ConfigError(f"timeout must be positive, got {self.timeout}")
+        for setting in BOUNDS:
+            problem = bound_problem(setting, getattr(self, setting))
+            if problem is not None:
+                raise ConfigError(f"{setting} {problem}")
+        model_problem = whitespace_problem(self.model)
+        if model_problem is not None:
+            raise ConfigError(f"the judge model {self.model!r} {model_problem}")
         if self.api_type == "azure" and not self.azure_endpoint:
             raise ConfigError("API_TYPE=azure needs AZURE_OPENAI_ENDPOINT (or azure_endpoint=...)")
         if not self.api_key and not self.is_local:
@@ -165,6 +224,36 @@ class JudgeConfig:
                 f"no API key for the judge at {self.endpoint_label}: set {where}, or point OPENAI_BASE_URL at a "
                 "local OpenAI-compatible server (e.g. `capjudge serve-local`), which needs none"
             )
+
+
+_NUMBER_VARIABLES = {"max_concurrency": int, "timeout": float, "max_attempts": int, "breaker_threshold": int,
+                     "rpm": int, "tpm": int, "rate_window": float}
+
+
+def _numbers_from_env(env: Mapping[str, str]) -> dict[str, int | float]:
+    """The numeric settings the environment gives (CAPJUDGE_MAX_CONCURRENCY, ...), by setting name."""
+    numbers: dict[str, int | float] = {}
+    for setting, kind in _NUMBER_VARIABLES.items():
+        variable = BOUNDS[setting].variable
+        if env.get(variable):
+            try:
+                numbers[setting] = kind(env[variable])
+            except ValueError:
+                raise ConfigError(f"{variable} must be a number, got {env[variable]!r}") from None
+    return numbers
+
+
+def whitespace_problem(name: str | None) -> str | None:
+    """Why a judge model name cannot be sent as given (leading or trailing whitespace: `" gpt-4o"` is another
+    model to the API, or an error after the run generated everything), or None."""
+    if name is not None and name != name.strip():
+        return "has leading or trailing whitespace (remove it: the name is sent exactly as given)"
+    return None
+
+
+def _model_variable(env: Mapping[str, str]) -> str:
+    """The variable `configured_model` took the judge model from."""
+    return "MODEL_VERSION" if env.get("MODEL_VERSION") else "CAPJUDGE_JUDGE_MODEL"
 
 
 def configured_model(env: Mapping[str, str] | None = None) -> str | None:
@@ -183,6 +272,49 @@ def public_url(url: str) -> str:
     query = urlencode([(name, value) for name, value in parse_qsl(parts.query, keep_blank_values=True)
                        if not _is_credential_param(name)])
     return urlunsplit((parts.scheme, host, parts.path, query, parts.fragment))
+
+
+DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def endpoint_identity(api_type: str, base_url: str | None, azure_endpoint: str | None) -> str:
+    """Where a judge's requests go, spelled one way per server, so that two spellings of one server are seen
+    as one: scheme and host in lower case, the default port written out, every loopback name as 127.0.0.1
+    (see `_is_loopback`), no trailing slash, no `/chat/completions`, no credentials (userinfo, `?api-key=`).
+    Azure endpoints are prefixed `azure:`."""
+    if api_type == "azure":
+        return f"azure:{normalised_url(azure_endpoint or '')}"
+    return normalised_url(normalise_base_url(base_url) if base_url else OPENAI_URL)
+
+
+def normalised_url(url: str) -> str:
+    parts = urlsplit(public_url(url.strip()))
+    scheme = parts.scheme.lower()
+    host = (parts.hostname or "").rstrip(".")  # `hostname` is already lower case; "localhost." is localhost
+    if _is_loopback(host):
+        host = "127.0.0.1"
+    try:
+        port = parts.port or DEFAULT_PORTS.get(scheme)
+    except ValueError:  # not a port number: the URL is kept as written (it cannot reach a server anyway)
+        return public_url(url.strip()).lower()
+    netloc = f"[{host}]" if ":" in host else host
+    if port:
+        netloc += f":{port}"
+    return urlunsplit((scheme, netloc, parts.path.rstrip("/"), parts.query, ""))
+
+
+def _is_loopback(host: str) -> bool:
+    """This machine, under any of its names: `localhost` (and `*.localhost`, RFC 6761), 0.0.0.0 (which
+    connects here on Linux), 127.0.0.0/8 and ::1. A client's resolver picks the IPv4 or IPv6 loopback for
+    `localhost`, so which of them a server listens on cannot tell two local judges apart."""
+    if host in LOOPBACK_HOSTS or host.endswith(".localhost"):
+        return True
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    mapped = getattr(address, "ipv4_mapped", None)  # ::ffff:127.0.0.1
+    return address.is_loopback or address.is_unspecified or bool(mapped and mapped.is_loopback)
 
 
 def url_redactions(url: str) -> list[tuple[str, str]]:

@@ -24,11 +24,15 @@ where it is; everything else (the rubric, the prompt, the parser) stays the task
 
 A run uses a panel when `CAPJUDGE_PANEL` names the file (or a task's metadata has `panel: PATH`). Each member
 is its own `JudgeConfig`: its own client, concurrency bound, rate-limit budget (kept per endpoint and model)
-and reply-cache keys (the request body names the member's model). What the environment says about the single
-judge (OPENAI_BASE_URL, MODEL_VERSION, API_TYPE, keys, CAPJUDGE_RPM/TPM/MAX_CONCURRENCY) does not leak into a
-member: a member is exactly what its entry says. Client-wide settings (the cache file, timeouts' defaults,
-retries, the breaker) still come from the environment. Every problem is one ConfigError naming the file, the
-member and the field, raised before any item is judged.
+and reply-cache keys (the request body names the member's model; where two members share a model name, on
+two servers, each key also names the member's normalised endpoint, so neither is ever answered from the
+other's replies). Two members with the same model at the same server, however its URL spells it
+(`localhost` or `127.0.0.1`, `HOST` or `host`, with or without the default port), are one judge: refused.
+What the environment says about the single judge (OPENAI_BASE_URL, MODEL_VERSION, API_TYPE, keys,
+CAPJUDGE_RPM/TPM/MAX_CONCURRENCY) does not leak into a member: a member is exactly what its entry says.
+Client-wide settings (the cache file, timeouts' defaults, retries, the breaker) still come from the
+environment. Every problem is one ConfigError naming the file, the member and the field, raised before any
+item is judged; a value that may hold a credential (`api_key_env`, a URL) is never quoted in it.
 """
 
 from __future__ import annotations
@@ -37,14 +41,29 @@ import math
 import os
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from capjudge.judges.client.config import ConfigError, JudgeConfig
+from capjudge.judges.client.config import (
+    ConfigError,
+    JudgeConfig,
+    bound_problem,
+    endpoint_identity,
+    public_url,
+    whitespace_problem,
+)
 
 PANEL_VARIABLE = "CAPJUDGE_PANEL"
 MEMBER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,39}$")
+# Members a panel may name: far more opinions than any jury uses, but a file listing thousands of judges (each
+# with its own client, threads and budget files) is a mistake to refuse before work starts.
+MAX_PANEL_MEMBERS = 64
+# `api_key_env` names a variable as shells write them. A key pasted there instead fails this (OpenAI's and
+# Anthropic's have dashes, Azure's 32 hex digits hold some 20 digits, Google's mix cases and digits), and is
+# then never quoted back in a message.
+VARIABLE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
+MAX_DIGITS_IN_VARIABLE_NAME = 8
 # Separates a metric from the member it belongs to: `gveval_mean@qwen`.
 MEMBER_SEPARATOR = "@"
 # What a panel run logs beyond each member's metrics, named once here, below every layer that writes
@@ -60,6 +79,9 @@ PANEL_FIELD = "panel"
 
 _MEMBER_KEYS = {"name", "model", "api_type", "base_url", "azure_endpoint", "api_version", "api_key_env",
                 "max_concurrency", "rpm", "tpm", "timeout", "price_input", "price_output"}
+# Text fields whose value may hold a credential (a key pasted by mistake, a URL's `user:pass@`): a problem with
+# one names the field and its kind of value, never the value.
+_SECRET_BEARING_KEYS = {"api_key_env", "base_url", "azure_endpoint"}
 _NUMBER_KEYS = {"max_concurrency": int, "rpm": int, "tpm": int, "timeout": float}
 # USD per 1M tokens, for `capjudge estimate` (no price list is built in: prices change).
 _PRICE_KEYS = ("price_input", "price_output")
@@ -75,6 +97,7 @@ class PanelMember:
     config: JudgeConfig | None  # None when the panel was read to count requests only (no key needed)
     model: str = ""
     prices: tuple[float, float] | None = None  # (input, output) USD per 1M tokens, when the file gives them
+    endpoint: str = ""  # the server it asks, normalised (JudgeConfig.endpoint_identity): what tells judges apart
 
 
 @dataclass(frozen=True)
@@ -139,20 +162,43 @@ def load_panel(path: Path, env: Mapping[str, str] | None = None, *, configs: boo
     entries = raw.get("members")
     if not isinstance(entries, list) or len(entries) < 2:
         raise ConfigError(f"{where}: `members` must list at least two judges")
+    if len(entries) > MAX_PANEL_MEMBERS:
+        raise ConfigError(f"{where}: `members` lists {len(entries)} judges; a panel has at most {MAX_PANEL_MEMBERS}")
     members = tuple(_member(entry, position, where, env, configs) for position, entry in enumerate(entries))
     names = [member.name for member in members]
     duplicate = next((name for name in names if names.count(name) > 1), None)
     if duplicate is not None:
         raise ConfigError(f"{where}: two members are named {duplicate!r}")
-    places = [(m.config.endpoint_label if m.config else entry.get("base_url") or entry.get("azure_endpoint"), m.model)
-              for m, entry in zip(members, entries)]
-    same = next((p for p in places if places.count(p) > 1), None)
-    if same is not None:
-        raise ConfigError(f"{where}: two members are model {same[1]!r} at {same[0]}: one judge, not two opinions")
+    _refuse_one_judge_twice(members, where)
+    members = _keyed_apart(members)
     quorum = raw.get("quorum", len(members) // 2 + 1)
     if isinstance(quorum, bool) or not isinstance(quorum, int) or not 1 <= quorum <= len(members):
         raise ConfigError(f"{where}: `quorum` must be a whole number from 1 to {len(members)}, got {quorum!r}")
     return Panel(members, quorum, str(path))
+
+
+def _refuse_one_judge_twice(members: Sequence[PanelMember], where: str) -> None:
+    """Two members with the same model at the same server (after normalising how its URL is spelled) would get
+    the same replies, the second from the first's cache: one judge counted twice, refused naming both."""
+    first_at: dict[tuple[str, str], PanelMember] = {}
+    for member in members:
+        earlier = first_at.setdefault((member.endpoint, member.model), member)
+        if earlier is not member:
+            raise ConfigError(f"{where}: members {earlier.name!r} and {member.name!r} are both model {member.model!r} "
+                              f"at {member.endpoint} (URLs compared with loopback names, case and default ports "
+                              "normalised): one judge, not two opinions")
+
+
+def _keyed_apart(members: tuple[PanelMember, ...]) -> tuple[PanelMember, ...]:
+    """Members that share a model name (each at its own server, by now) get their endpoint into their cache
+    keys, so neither is answered with the other's cached replies (issue 36: the second was never asked). The
+    others keep the keys a single judge of their model has, so their caches stay valid."""
+    models = [member.model for member in members]
+    return tuple(
+        replace(member, config=member.config.with_overrides(cache_scope=member.endpoint))
+        if member.config is not None and models.count(member.model) > 1 else member
+        for member in members
+    )
 
 
 def _member(entry: Any, position: int, where: str, env: Mapping[str, str], configs: bool = True) -> PanelMember:
@@ -173,28 +219,31 @@ def _member(entry: Any, position: int, where: str, env: Mapping[str, str], confi
                                         "api_key_env") if entry.get(key) is not None}
     for key, value in text.items():
         if not isinstance(value, str) or not value.strip():
-            raise ConfigError(f"{at}: `{key}` must be non-empty text, got {value!r}")
+            got = repr(value) if key not in _SECRET_BEARING_KEYS else (
+                "blank text" if isinstance(value, str) else f"a {type(value).__name__}")
+            raise ConfigError(f"{at}: `{key}` must be non-empty text, got {got}")
     if "model" not in text:
         raise ConfigError(f"{at}: `model` is missing (a panel names each member's model)")
+    model_problem = whitespace_problem(text["model"])
+    if model_problem is not None:
+        raise ConfigError(f"{at}: `model` {text['model']!r} {model_problem}")
     api_type = text.get("api_type", "openai")
     if api_type not in ("openai", "azure"):
         raise ConfigError(f"{at}: `api_type` must be 'openai' or 'azure', got {api_type!r}")
-    numbers: dict[str, object] = {}
-    for key, kind in _NUMBER_KEYS.items():
-        if key in entry:
-            value = entry[key]
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or (kind is int and not isinstance(value, int)):
-                raise ConfigError(f"{at}: `{key}` must be a number, got {value!r}")
-            numbers[key] = kind(value)
+    numbers = _member_numbers(entry, at)
     prices = [entry.get(key) for key in _PRICE_KEYS]
     if any(price is not None for price in prices):
         if not all(isinstance(p, (int, float)) and not isinstance(p, bool) and math.isfinite(p) and p >= 0 for p in prices):
             raise ConfigError(f"{at}: `price_input` and `price_output` go together, each a non-negative number of "
                               f"USD per 1M tokens, got {prices}")
     member_prices = (float(prices[0]), float(prices[1])) if prices[0] is not None else None
-    if not configs:
-        return PanelMember(name, None, text["model"], member_prices)
     key_variable = text.get("api_key_env")
+    if key_variable is not None and not looks_like_variable_name(key_variable):
+        raise ConfigError(f"{at}: `api_key_env` does not look like a variable name (it must name the environment "
+                          "variable that holds the key, never hold the key itself; its value is not shown here)")
+    endpoint = endpoint_identity(api_type, text.get("base_url"), text.get("azure_endpoint"))
+    if not configs:
+        return PanelMember(name, None, text["model"], member_prices, endpoint)
     api_key = None
     if key_variable is not None:
         api_key = env.get(key_variable)
@@ -208,7 +257,31 @@ def _member(entry: Any, position: int, where: str, env: Mapping[str, str], confi
             **numbers)
     except ConfigError as error:
         if api_key is None and str(error).startswith("no API key"):
-            raise ConfigError(f"{at}: no API key for {text.get('base_url') or text.get('azure_endpoint') or 'OpenAI'}: "
+            place = text.get("base_url") or text.get("azure_endpoint")
+            raise ConfigError(f"{at}: no API key for {public_url(place) if place else 'OpenAI'}: "
                               "name the variable that holds it with `api_key_env`") from None
         raise ConfigError(f"{at}: {error}") from None
-    return PanelMember(name, config, text["model"], member_prices)
+    return PanelMember(name, config, text["model"], member_prices, config.endpoint_identity)
+
+
+def _member_numbers(entry: Mapping[str, Any], at: str) -> dict[str, object]:
+    """The member's own max_concurrency, rpm, tpm and timeout, each a number within its bound."""
+    numbers: dict[str, object] = {}
+    for key, kind in _NUMBER_KEYS.items():
+        if key in entry:
+            value = entry[key]
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or (kind is int and not isinstance(value, int)):
+                raise ConfigError(f"{at}: `{key}` must be a number, got {value!r}")
+            problem = bound_problem(key, value)
+            if problem is not None:
+                raise ConfigError(f"{at}: `{key}` {problem}")
+            numbers[key] = kind(value)
+    return numbers
+
+
+def looks_like_variable_name(text: str) -> bool:
+    """Whether `text` can be an environment variable's name rather than a pasted key: shell-name characters,
+    not the many digits of a random key, and not upper and lower case mixed with digits (`AIzaSyB3...`)."""
+    if not VARIABLE_NAME.match(text) or sum(c.isdigit() for c in text) > MAX_DIGITS_IN_VARIABLE_NAME:
+        return False
+    return not (any(c.isupper() for c in text) and any(c.islower() for c in text) and any(c.isdigit() for c in text))

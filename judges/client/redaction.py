@@ -3,21 +3,75 @@
 A server may echo the API key (or a URL's credentials) back, in an error text or even in a reply. The client
 passes everything it records or hands on to be recorded (attempt details, failure details, log lines, the
 replies kept in the cache and in the outcome, the text of a parsed judgment) through a `Redactor` first.
+
+A server echoes what it received, which is not always what was configured: the SDK sends a URL's
+`user:password@` as HTTP Basic auth (`Authorization: Basic <base64 of user:password>`, percent-escapes
+decoded first), and a proxy may quote a value percent-encoded. So every credential is redacted in each form
+it can come back in (`sent_forms`), and a URL's userinfo also as the Basic auth token made of it
+(`basic_auth_redactions`); issue 36 found that token written in clear into the samples and the cache.
 """
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import re
 from dataclasses import replace
 from typing import Any, Iterable, Mapping
+from urllib.parse import quote, quote_plus, unquote, urlsplit
 
-from capjudge.judges.client.config import JudgeConfig
+from capjudge.judges.client.config import (
+    MIN_SECRET_LENGTH_WITH_DIGIT,
+    REDACTED,
+    JudgeConfig,
+)
 from capjudge.judges.types import JudgeReply, TokenLogprob
 
 
+def sent_forms(secret: str) -> set[str]:
+    """The spellings in which `secret` can come back from a server: as configured, percent-decoded (how the
+    client sends a URL's escaped userinfo), percent-encoded (how a URL or a form quotes it) and base64 (how
+    HTTP Basic auth carries it; without its `=` padding, so a padded or unpadded echo is caught alike)."""
+    plain = unquote(secret)
+    forms = {secret, plain, quote(plain, safe=""), quote(plain), quote_plus(plain, safe="")}
+    for text in (secret, plain):
+        raw = text.encode("utf-8")
+        forms |= {base64.b64encode(raw).decode().rstrip("="), base64.urlsafe_b64encode(raw).decode().rstrip("=")}
+    return {form for form in forms if form}
+
+
+def basic_auth_redactions(url: str | None) -> list[tuple[str, str]]:
+    """(text, replacement) for the HTTP Basic auth the client sends for `url`'s `user:password@`: the header
+    value `Basic <token>` whatever its length, and the pair itself in each of its `sent_forms` where that is
+    long enough not to be an ordinary word."""
+    if not url:
+        return []
+    parts = urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return []
+    found: list[tuple[str, str]] = []
+    raw_pair = f"{parts.username or ''}:{parts.password or ''}"
+    for pair in {raw_pair, unquote(parts.username or "") + ":" + unquote(parts.password or "")}:
+        token = base64.b64encode(pair.encode("utf-8")).decode()
+        found.append((f"Basic {token}", f"Basic {REDACTED}"))
+        found += [(form, REDACTED) for form in sent_forms(pair) if len(form) >= MIN_SECRET_LENGTH_WITH_DIGIT]
+    return found
+
+
+def config_redactions(config: JudgeConfig) -> list[tuple[str, str]]:
+    """Everything to take out for `config`: its credentials (`JudgeConfig.redactions`), each credential on its
+    own in all its `sent_forms`, and the Basic auth its URLs' userinfo becomes."""
+    found = list(config.redactions)
+    for needle, replacement in config.redactions:
+        if replacement == REDACTED:  # a credential on its own (not a URL piece such as `api-key=...`)
+            found += [(form, REDACTED) for form in sent_forms(needle)]
+    for url in (config.base_url, config.azure_endpoint):
+        found += basic_auth_redactions(url)
+    return found
+
+
 class Redactor:
-    """Takes a configuration's credentials (`JudgeConfig.redactions`) out of what is stored or printed.
+    """Takes a configuration's credentials (`config_redactions`) out of what is stored or printed.
 
     Only ever applied to copies that are recorded: a reply is scored as received. For a reply, the logprob
     tokens are re-spelled so that they still spell the redacted text (the token holding the start of a
@@ -31,7 +85,7 @@ class Redactor:
 
     @classmethod
     def for_config(cls, config: JudgeConfig) -> Redactor:
-        return cls(config.redactions)
+        return cls(config_redactions(config))
 
     def __call__(self, text: str) -> str:
         if self._pattern is None or not self._pattern.search(text):
