@@ -184,7 +184,7 @@ def test_an_unwritable_cache_folder_is_one_line_and_exit_2(subset, tmp_path):
 def test_a_cache_file_with_a_non_finite_score_is_not_used(tmp_path, bad):
     """A file under the right key whose scores hold a value no baseline gives (json reads Infinity, NaN, 1e999)
     is not read as scores: reading it says what is wrong (and vatex_baselines then recomputes and replaces it)."""
-    from capjudge.metrics.human_correlation.baseline_cache import CACHE_FORMAT, pycocoevalcap_version, read_cache
+    from capjudge.metrics.human_correlation.baseline_cache import CACHE_FORMAT, pycocoevalcap_version, read_cache, sealed
     from capjudge.metrics.human_correlation.vatex_baselines import cache_key
     from capjudge.metrics.human_correlation.vatex_eval import VatexCandidate
 
@@ -192,7 +192,8 @@ def test_a_cache_file_with_a_non_finite_score_is_not_used(tmp_path, bad):
     key = cache_key(candidates, 1, pycocoevalcap_version())
     scores = {name: [0.5, 0.25] for name in BASELINE_SCORERS}
     path = tmp_path / "cache.json"
-    path.write_text(json.dumps({"format": CACHE_FORMAT, "key": key, "scores": scores}))
+    # Sealed with its digest, as the cache writes it: a file without one is stale (tests/test_hostile_vatex.py).
+    path.write_text(json.dumps(sealed({"format": CACHE_FORMAT, "key": key, "scores": scores})))
     ids = ("clip_a#0", "clip_a#1")
     assert read_cache(path, key, ids)[0] is not None  # the same file with finite scores is read
     path.write_text(path.read_text().replace("0.25", bad, 1))

@@ -7,20 +7,24 @@ from pathlib import Path
 from typing import Any, Iterator
 
 
-def numbered_objects(path: str | Path, error: type[Exception] = ValueError, what: str = "") -> Iterator[tuple[int, dict[str, Any]]]:
+def numbered_objects(path: str | Path, error: type[Exception] = ValueError, what: str = "", *,
+                     unique_keys: bool = False) -> Iterator[tuple[int, dict[str, Any]]]:
     """(line number, object) for every non-blank line of `path`.
 
     A line that is not JSON, or not a JSON object, raises `error` naming `what` (default: the path) and the
-    line number, so the caller's own exception type reaches the user.
+    line number, so the caller's own exception type reaches the user. With `unique_keys`, so does a line with
+    a key twice in one object (see `read_json`).
     """
     label = what or str(path)
     for number, line in enumerate(read_text(path, error, what).splitlines(), start=1):
         if not line.strip():
             continue
         try:
-            value = json.loads(line)
+            value = decode_json(line, unique_keys)
         except json.JSONDecodeError as decode_error:
             raise error(f"{label}, line {number}: not JSON ({decode_error.msg})") from None
+        except DuplicateKey as duplicate:
+            raise error(f"{label}, line {number}: {duplicate.describe('key', 'in the object')}") from None
         if not isinstance(value, dict):
             raise error(f"{label}, line {number}: expected a JSON object, got {type(value).__name__}")
         if _has_lone_surrogate(value):
@@ -38,14 +42,64 @@ def read_text(path: str | Path, error: type[Exception] = ValueError, what: str =
         raise error(f"{what or path}: not UTF-8 text (byte {decode_error.start}: {decode_error.reason})") from None
 
 
-def read_json(path: str | Path, error: type[Exception] = ValueError, what: str = "") -> Any:
-    """A whole JSON document; invalid JSON or encoding is `error` naming the file."""
+def read_json(path: str | Path, error: type[Exception] = ValueError, what: str = "", *,
+              unique_keys: bool = False, top_level_key: str = "key") -> Any:
+    """A whole JSON document; invalid JSON or encoding is `error` naming the file.
+
+    With `unique_keys`, a key that appears twice in one object is `error` too, naming the file and the key
+    (`top_level_key` says what the document's own keys are, e.g. "clip id"): JSON readers keep the last copy
+    and drop the other without a word, so a file with one clip twice would be scored on whichever came last.
+    """
     try:
-        value = json.loads(read_text(path, error, what))
+        value = decode_json(read_text(path, error, what), unique_keys)
     except json.JSONDecodeError as decode_error:
         raise error(f"{what or path}: not valid JSON ({decode_error})") from None
+    except DuplicateKey as duplicate:
+        raise error(f"{what or path}: {duplicate.describe(top_level_key)}") from None
     if _has_lone_surrogate(value):
         raise error(f"{what or path}: text with an unpaired surrogate escape (not valid Unicode)")
+    return value
+
+
+class DuplicateKey(ValueError):
+    """A key twice in one JSON object; `nested` is False for the document's own (top-level) keys."""
+
+    def __init__(self, key: str, nested: bool) -> None:
+        super().__init__(key)
+        self.key, self.nested = key, nested
+
+    def describe(self, top_level_key: str, top_level: str = "in the file") -> str:
+        where = "in a nested object" if self.nested else top_level
+        name = "key" if self.nested else top_level_key
+        shown = repr(self.key) if len(self.key) <= 80 else repr(self.key[:77] + "...")
+        return (f"{name} {shown} appears more than once {where} (a JSON reader would keep only the last "
+                "copy and drop the others silently)")
+
+
+def decode_json(text: str, unique_keys: bool = True) -> Any:
+    """json.loads, refusing a key twice in one object when `unique_keys` (raises DuplicateKey, a ValueError)."""
+    if not unique_keys:
+        return json.loads(text)
+    # The hook sees every object's (key, value) pairs before they collapse into a dict. Inner objects are
+    # decoded before the object holding them, so the top-level object is the last one built: a duplicate is
+    # known to be nested when more objects are built after it.
+    duplicates: list[tuple[str, int]] = []
+    built = 0
+
+    def unique_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        nonlocal built
+        built += 1
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen and not duplicates:
+                duplicates.append((key, built))
+            seen.add(key)
+        return dict(pairs)
+
+    value = json.loads(text, object_pairs_hook=unique_object)
+    if duplicates:
+        key, at = duplicates[0]
+        raise DuplicateKey(key, nested=at != built or not isinstance(value, dict))
     return value
 
 

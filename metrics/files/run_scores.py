@@ -44,7 +44,7 @@ def run_scores(path: Path, task: str, judge_label: str = "judge") -> RunScores:
     if not samples.is_file():
         raise LeaderboardError(f"{files[0]}: no samples of task {task!r} beside it ({samples.name}); "
                                "was the run made with --log_samples?")
-    lines = list(numbered_objects(samples, LeaderboardError))
+    lines = list(numbered_objects(samples, LeaderboardError, unique_keys=True))
     if not lines:
         raise LeaderboardError(f"{samples}: no items")
     first_record = logged_record(lines[0][1], f"{samples}, line {lines[0][0]}")
@@ -61,6 +61,8 @@ def run_scores(path: Path, task: str, judge_label: str = "judge") -> RunScores:
         record = logged_record(line, where)
         if record is None or record.item_id is None:
             raise LeaderboardError(f"{where}: no judged record with an item id")
+        if str(record.item_id) in scores[next(iter(fields))]:  # else the later line would replace it silently
+            raise LeaderboardError(f"{where}: item {str(record.item_id)!r} is scored twice in the samples")
         for name, field in fields.items():
             if field not in line:
                 raise LeaderboardError(f"{where}: no {field!r} (the run's {'panel member ' + name if name in members else 'judge'})")

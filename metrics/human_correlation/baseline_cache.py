@@ -7,9 +7,16 @@ So the scores are cached under the sha256 of exactly what was scored: every item
 references shown, in order (CIDEr's document frequencies are taken over the whole set, so the set is part of
 what a score means), plus a label naming the benchmark and setting, the pycocoevalcap version and this
 module's cache format. Other content, another setting or another pycocoevalcap is another key, hence another
-file. The key is also stored inside the file and checked on every read: a file that cannot be parsed, lacks a
-score, holds a non-finite one or holds another key (copied or renamed by hand) is never used; it is recomputed
-and replaced, and one line says so. A cache hit imports nothing from pycocoevalcap and starts no Java.
+file. The key is also stored inside the file and checked on every read, and the file carries the sha256 of its
+own contents (`DIGEST_FIELD`, over everything else in it, the scores included): a file that cannot be parsed,
+is of another cache format (older files have no digest), lacks a score, holds a non-finite one, holds another
+key (copied or renamed by hand) or whose contents no longer match its digest (a score edited by hand or by a
+bad disk) is never used; it is recomputed and replaced, and one line names it. Recomputed rather than refused:
+the scores are derived from the data file at hand, so recomputing them always gives this run the right numbers
+without the user's help, where a refusal would stop a correct run until someone deletes a file. When they
+cannot be recomputed here (no pycocoevalcap or Java), the run stops as it does without a cache: the file's
+scores are never used. The digest detects edits and damage, not forgery: anyone can write a file with a
+matching digest, as this module does. A cache hit imports nothing from pycocoevalcap and starts no Java.
 
 Processes that need the same missing file at once (two `capjudge correlate` runs, parallel test workers) take
 turns on a lock file beside it: the first computes, the others then read what it wrote.
@@ -29,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
+from capjudge.metrics.files.jsonl import decode_json
 from capjudge.metrics.files.outputs import writable_folder, write_replacing
 from capjudge.metrics.human_correlation.baselines import (
     BASELINE_SCORERS,
@@ -38,7 +46,9 @@ from capjudge.metrics.human_correlation.baselines import (
     caption_metric_scores,
 )
 
-CACHE_FORMAT = 2  # bump when the file layout or what the scores mean changes: old files then miss
+CACHE_FORMAT = 3  # bump when the file layout or what the scores mean changes: old files then miss
+# (3: the file carries DIGEST_FIELD; a format-2 file, which has no digest, is stale and recomputed.)
+DIGEST_FIELD = "sha256"  # the sha256 of the file's canonical contents without this field
 # Beside the judge reply cache's default (~/.cache/capjudge/judge_cache.sqlite, capjudge.judges.client.config).
 DEFAULT_CACHE_DIR = Path("~/.cache/capjudge/baselines")
 
@@ -110,7 +120,7 @@ def cached_baselines(items: Sequence[CaptionItem], label: str, cache_dir: Path, 
         started = time.perf_counter()
         computed = caption_metric_scores(items)
         seconds = time.perf_counter() - started
-        write_replacing(path, json.dumps({
+        write_replacing(path, json.dumps(sealed({
             "format": CACHE_FORMAT,
             "key": key,
             "label": label,
@@ -120,8 +130,22 @@ def cached_baselines(items: Sequence[CaptionItem], label: str, cache_dir: Path, 
             "seconds": seconds,
             # json writes floats with repr: they read back bit for bit. An item without a candidate is null.
             "scores": {name: list(computed.scores[name]) for name in BASELINE_SCORERS},
-        }))
+        })))
         return CachedBaselines(computed, version, path, False, seconds, note)
+
+
+def content_digest(record: dict[str, Any]) -> str:
+    """sha256 of `record` without its digest field, as canonical JSON (sorted keys, no spaces). Floats are
+    written by repr and read back bit for bit, so the digest of a file as read equals the one it was sealed with
+    exactly when nothing in it has changed."""
+    body = {name: value for name, value in record.items() if name != DIGEST_FIELD}
+    text = json.dumps(body, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def sealed(record: dict[str, Any]) -> dict[str, Any]:
+    """`record` with the digest of its contents, as a cache file is written."""
+    return {**record, DIGEST_FIELD: content_digest(record)}
 
 
 @contextmanager
@@ -136,13 +160,15 @@ def _computing_alone(path: Path) -> Iterator[None]:
 
 
 def read_cache(path: Path, key: str, ids: tuple[str, ...]) -> tuple[tuple[BaselineScores, float] | None, str]:
-    """(scores, seconds) when the file holds `key`'s scores for every item; else (None, what is wrong)."""
+    """(scores, seconds) when the file holds `key`'s scores for every item, unchanged since it was written;
+    else (None, what is wrong)."""
     try:
-        raw: Any = json.loads(path.read_text(encoding="utf-8"))
+        # A key twice (two "scores") would leave which copy counts to the JSON reader: corrupt too.
+        raw: Any = decode_json(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError) as error:
         return None, f"cache file is unreadable or corrupt ({type(error).__name__})"
     if not isinstance(raw, dict) or raw.get("format") != CACHE_FORMAT:
-        return None, f"cache file is not in cache format {CACHE_FORMAT}"
+        return None, f"cache file is not in cache format {CACHE_FORMAT} (an older capjudge's has no digest)"
     if raw.get("key") != key:
         return None, "cache file belongs to other content (its key is not this data's)"
     scores = raw.get("scores")
@@ -155,6 +181,10 @@ def read_cache(path: Path, key: str, ids: tuple[str, ...]) -> tuple[tuple[Baseli
                            for v in values)):
             # (json reads Infinity and NaN: neither is a score any baseline gives, so the file was not written here)
             return None, f"cache file's {name} is not {len(ids)} finite numbers"
+    # Last, so that a file of the wrong shape is named for that: a digest that does not match means the
+    # contents were changed after they were written (a score edited by hand keeps the shape).
+    if raw.get(DIGEST_FIELD) != content_digest(raw):
+        return None, f"cache file's contents do not match its {DIGEST_FIELD} digest (changed since it was written)"
     seconds = raw.get("seconds")
     baselines = BaselineScores(ids, {name: tuple(None if v is None else float(v) for v in scores[name])
                                      for name in BASELINE_SCORERS})

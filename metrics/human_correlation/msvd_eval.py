@@ -59,7 +59,8 @@ class MsvdItem:
 def load_msvd_eval(path: str | Path) -> tuple[MsvdItem, ...]:
     """Read and validate MSVD-Eval.json; items keep the file's order."""
     path = Path(path)
-    raw = read_json(path, MsvdEvalError)
+    # An item id twice would otherwise be scored on its last copy alone, without a word.
+    raw = read_json(path, MsvdEvalError, unique_keys=True, top_level_key="item id")
     if not isinstance(raw, dict):
         raise MsvdEvalError(f"{path}: expected a JSON object mapping item id -> item, got {type(raw).__name__}")
     return tuple(parse_item(str(item_id), row) for item_id, row in raw.items())

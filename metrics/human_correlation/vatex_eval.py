@@ -42,7 +42,8 @@ class VatexCandidate:
 def load_vatex_eval(path: str | Path) -> tuple[VatexCandidate, ...]:
     """Read and validate the file; candidates in file order (clip by clip, candidate index ascending)."""
     path = Path(path)
-    raw = read_json(path, VatexEvalError)
+    # A clip id twice would otherwise be scored on its last copy alone, without a word.
+    raw = read_json(path, VatexEvalError, unique_keys=True, top_level_key="clip id")
     if not isinstance(raw, dict) or not raw:
         raise VatexEvalError(f"{path}: expected a non-empty JSON object mapping VATEX clip id -> clip")
     return tuple(candidate for clip_id, row in raw.items() for candidate in parse_clip(str(clip_id), row))

@@ -5,7 +5,9 @@ A scorer is one value per rated candidate, read from
 
 * a capjudge / lmms-eval run of a VATEX task (``gveval_vatex_references``, ``gveval_vatex``, ...): the per-item
   value of one metric (default ``gveval_mean``) by the logged item id ``<clip_id>#<candidate_index>``, read
-  through :mod:`capjudge.metrics.files.runs`; or
+  through :mod:`capjudge.metrics.files.runs`. Every item's logged caption must be the file's candidate of that
+  id: a run made against another version of the VATEX-EVAL file would otherwise be correlated with ratings of
+  other captions, without a word; or
 * a JSONL file of ``{"clip_id": ..., "candidate_index": ..., "score": ...}``.
 
 The correlations run over the candidates the scorer has a value for (an unjudged item, or one a ``--limit``
@@ -31,7 +33,7 @@ from typing import Any
 
 import numpy as np
 from capjudge.metrics.files.jsonl import numbered_objects
-from capjudge.metrics.files.runs import LeaderboardError, TaskRun, read_runs
+from capjudge.metrics.files.runs import LeaderboardError, TaskRun, logged_record, read_runs
 from capjudge.metrics.files.values import NotANumber, item_number
 from capjudge.metrics.human_correlation.vatex_eval import VatexCandidate, clip_ids, ratings_matrix
 from capjudge.metrics.human_correlation.vatex_published import PublishedFigure, published_figures, published_to_table
@@ -122,7 +124,7 @@ def _jsonl_scorer(path: Path, candidates: Sequence[VatexCandidate]) -> Scorer:
     positions = _position_of(candidates)
     values = np.full(len(candidates), np.nan)
     seen: set[int] = set()
-    for line_number, line in numbered_objects(path, VatexReportError):
+    for line_number, line in numbered_objects(path, VatexReportError, unique_keys=True):
         where = f"{path}, line {line_number}"
         clip_id, index, raw = line.get("clip_id"), line.get("candidate_index"), line.get("score")
         if not isinstance(clip_id, str) or isinstance(index, bool) or not isinstance(index, int):
@@ -156,25 +158,62 @@ def _run_scorer(path: Path, candidates: Sequence[VatexCandidate], metric: str, t
         names = ", ".join(sorted(f"{run.name}/{name}" for run, name, _ in found))
         raise VatexReportError(f"{path}: holds several VATEX task runs ({names}); pick one with --task or a narrower folder")
     run, name, task_run = found[0]
+    assert task_run.samples_path is not None and task_run.item_keys is not None  # _is_vatex_task
+    # Read again here (runs.py keeps values, not lines) for the captions and for metrics the YAML does not name;
+    # a key twice on a line is refused, as in every VATEX input.
+    lines = list(numbered_objects(task_run.samples_path, VatexReportError, unique_keys=True))
     # The YAML's metrics are read with the run; another per-item value the task logged (a panel member's
     # `gveval_mean@<member>`, capjudge.tasks.judged.panel_judging) is read from the samples here.
-    logged = task_run.values[metric] if metric in task_run.values else _logged_values(task_run, name, metric)
+    logged = task_run.values[metric] if metric in task_run.values else _logged_values(task_run, lines, name, metric)
     positions = _position_of(candidates)
     values = np.full(len(candidates), np.nan)
-    assert task_run.item_keys is not None  # _is_vatex_task
-    for key, value in zip(task_run.item_keys, logged):
+    for key, value, (line_number, line) in zip(task_run.item_keys, logged, lines):
         clip_id, index = _split_item_key(key)
         position = positions.get((clip_id, index))
         if position is None:
             raise VatexReportError(f"{task_run.samples_path}: item {clip_id}{_ID_SEPARATOR}{index} is not in the VATEX-EVAL file")
+        _check_caption(f"{task_run.samples_path}, line {line_number}", line, candidates[position])
         values[position] = value
     return Scorer(f"{run.name} {name} {metric}", str(task_run.samples_path), values)
 
 
-def _logged_values(task_run: TaskRun, task: str, metric: str) -> np.ndarray:
+def _check_caption(where: str, line: dict[str, Any], candidate: VatexCandidate) -> None:
+    """The run's caption for the item is the file's candidate, or VatexReportError naming the line, the item
+    and both captions."""
+    item = f"{candidate.clip_id}{_ID_SEPARATOR}{candidate.candidate_index}"
+    try:
+        record = logged_record(line, where)
+    except LeaderboardError as error:
+        raise VatexReportError(str(error)) from None
+    logged = _logged_caption(line, record)
+    if logged is None:
+        raise VatexReportError(f"{where}: item {item} logs no caption, so it cannot be checked against the "
+                               "VATEX-EVAL file's candidate")
+    if logged != candidate.caption:
+        raise VatexReportError(f"{where}: item {item}: the run's caption {_short(logged)} is not the VATEX-EVAL "
+                               f"file's candidate {_short(candidate.caption)} (a run of another version of the file?)")
+
+
+def _logged_caption(line: dict[str, Any], record: Any) -> str | None:
+    """The caption the run logged for the item: the one its judge scored; for an item not judged (a caption
+    too long to send is logged cut), lmms-eval's own log of the model's output (`filtered_resps`), whole."""
+    judgment = record.judgment if record is not None else None
+    if judgment is not None and judgment.judged:
+        return judgment.caption
+    response = line.get("filtered_resps")
+    if isinstance(response, list):  # lmms-eval logs one response per filter; capjudge judge logs the text
+        response = response[0] if response else None
+    if isinstance(response, str):
+        return response
+    return judgment.caption if judgment is not None else None
+
+
+def _short(text: str, limit: int = 80) -> str:
+    return repr(text) if len(text) <= limit else repr(text[: limit - 3] + "...")
+
+
+def _logged_values(task_run: TaskRun, lines: list[tuple[int, dict[str, Any]]], task: str, metric: str) -> np.ndarray:
     """`metric`'s value on every line of the task's samples (NaN: no value), in the run's item order."""
-    assert task_run.samples_path is not None  # _is_vatex_task: the run has samples
-    lines = list(numbered_objects(task_run.samples_path, VatexReportError))
     if not lines or any(metric not in line for _, line in lines):
         raise VatexReportError(f"{task_run.samples_path}: task {task} has no per-item metric {metric!r} "
                                f"(it has {', '.join(task_run.metric_names)}, and a panel run each as <metric>@<member>)")
@@ -224,11 +263,18 @@ def build_report(data: str | Path, candidates: Sequence[VatexCandidate], scorer:
             design = clustered_design(each.values[keep], ratings, clips, settings)
         except VatexProtocolError as error:  # e.g. a scorer that gives every candidate the same value
             raise VatexReportError(f"{each.source}: {error}") from None
-        protocols = (emscore_protocol(design), gveval_pooled_protocol(design), gveval_mean_rating_protocol(design))
+        _check_annotators_vary(data, ratings)  # after the scorer's own checks: a constant scorer is named first
+        try:
+            protocols = (emscore_protocol(design), gveval_pooled_protocol(design), gveval_mean_rating_protocol(design))
+        except VatexProtocolError as error:
+            raise VatexReportError(f"{each.source}: {error}") from None
         return ScorerCorrelations(each.name, each.source, protocols)
 
     correlated = [correlate(each) for each in ([scorer] if scorer is not None else []) + [length]]
-    ceiling = human_ceiling(clustered_design(None, ratings, clips, settings))
+    try:
+        ceiling = human_ceiling(clustered_design(None, ratings, clips, settings))
+    except VatexProtocolError as error:  # e.g. two annotators who each rate every candidate alike
+        raise VatexReportError(f"{data}: human ceiling: {error}") from None
     return VatexReport(
         data=str(data),
         n_candidates=int(keep.sum()),
@@ -240,6 +286,16 @@ def build_report(data: str | Path, candidates: Sequence[VatexCandidate], scorer:
         baselines=tuple(correlate(each) for each in baselines),
         published=published_figures(),
     )
+
+
+def _check_annotators_vary(data: str | Path, ratings: np.ndarray) -> None:
+    """Every protocol correlates with each annotator's ratings: an annotator who gives every candidate
+    correlated the same rating leaves every coefficient undefined, so that is said once, naming the file."""
+    for annotator in range(ratings.shape[1]):
+        column = ratings[:, annotator]
+        if np.all(column == column[0]):
+            raise VatexReportError(f"{data}: annotator {annotator + 1} rates all {len(column):,} candidates correlated "
+                                   f"{column[0]:g}: no correlation with their ratings is defined")
 
 
 def report_to_json(report: VatexReport) -> str:

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from capjudge.tasks.cli.reliability import resampling_problem
+from capjudge.tasks.cli.bounds import MAX_RESAMPLES, MAX_SEED, count_argument
 
 
 def register(groups: Any) -> None:
@@ -22,8 +22,9 @@ def register(groups: Any) -> None:
     parser.add_argument("second", type=Path, help="the same runs judged by the second judge")
     parser.add_argument("--task", required=True)
     parser.add_argument("--metric", required=True, help="a per-item metric of the task, e.g. gveval_mean")
-    parser.add_argument("--resamples", type=int, default=1000)
-    parser.add_argument("--seed", type=int, default=0)
+    count_argument(parser, "--resamples", low=0, high=MAX_RESAMPLES, default=1000,
+                   help="item-bootstrap resamples for the CIs (default 1000)")
+    count_argument(parser, "--seed", low=0, high=MAX_SEED, default=0, help="the resamples' seed (default 0)")
     parser.set_defaults(func=_run)
 
 
@@ -31,10 +32,6 @@ def _run(args: argparse.Namespace) -> int:
     from capjudge.metrics.files.runs import LeaderboardError
     from capjudge.metrics.statistics.judge_agreement import AgreementError, judge_agreement, judged_values
 
-    problem = resampling_problem(args)
-    if problem:
-        print(f"capjudge agreement: {problem}", file=sys.stderr)
-        return 2
     try:
         sides = [judged_values(folder, args.task, args.metric) for folder in (args.first, args.second)]
         result = judge_agreement(sides[0].per_model, sides[1].per_model, args.metric,

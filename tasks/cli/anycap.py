@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO, Callable, Iterator
 
 from capjudge.judges.anycap.judge import DESCRIPTOR
 from capjudge.judges.types import BAD_INPUT
+from capjudge.tasks.cli.bounds import MAX_REPLY_TOKENS, count_argument
 
 if TYPE_CHECKING:
     from capjudge.tasks.cli.main import CommandGroups
@@ -48,7 +49,8 @@ def register(groups: "CommandGroups") -> None:
         "--model", help=f"judge model (default: $MODEL_VERSION, else the published {DESCRIPTOR.published_model})"
     )
     render.add_argument("--temperature", type=float, default=0.7)
-    render.add_argument("--max-tokens", type=int, default=4096)
+    count_argument(render, "--max-tokens", low=1, high=MAX_REPLY_TOKENS, default=4096,
+                   help="the request's max_tokens (default 4096)")
     render.add_argument("--out", required=True, type=Path, help="directory for request.json")
     render.set_defaults(func=run_render)
 

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from capjudge.metrics.files.jsonl import numbered_objects
+from capjudge.tasks.cli.bounds import MAX_HUMAN_INDEX, MAX_RESAMPLES, MAX_SEED, count_argument
 
 EXIT_OK, EXIT_UNAVAILABLE, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -61,13 +62,14 @@ def register(groups: Any) -> None:
     parser.add_argument("--human", metavar="FIELD",
                         help="field holding the human score: a number, a list of annotators' numbers, "
                              "or a list of per-annotator lists (then give --human-index)")
-    parser.add_argument("--human-index", type=int, action="append", metavar="K",
-                        help="element of each annotator's list to use (repeatable: one target per index)")
+    count_argument(parser, "--human-index", low=-MAX_HUMAN_INDEX, high=MAX_HUMAN_INDEX, action="append", metavar="K",
+                   help="element of each annotator's list to use (repeatable: one target per index)")
     parser.add_argument("--annotators", choices=("expand", "mean"), default="expand",
                         help="expand: one pair per annotator (G-VEval protocol, default); mean: average per item")
     parser.add_argument("--group-by", metavar="FIELD", help="also report within each value of this field")
-    parser.add_argument("--bootstrap", type=int, default=1000, metavar="N", help="item resamples (0: no bootstrap)")
-    parser.add_argument("--seed", type=int, default=0, metavar="S")
+    count_argument(parser, "--bootstrap", low=0, high=MAX_RESAMPLES, default=1000, metavar="N",
+                   help="item resamples (0: no bootstrap; default 1000)")
+    count_argument(parser, "--seed", low=0, high=MAX_SEED, default=0, metavar="S", help="the resamples' seed (default 0)")
     parser.add_argument("--confidence", type=float, default=0.95)
     parser.add_argument("--ci-method", choices=("bca", "percentile"), default="bca")
     parser.add_argument("--format", choices=("json", "markdown"), default="markdown")
@@ -194,10 +196,6 @@ def _write_plots(directory: str, report: Any, scored: ScoredItems, title: str) -
 
 
 def _usage_problem(args: argparse.Namespace) -> str | None:
-    if args.bootstrap < 0:
-        return f"--bootstrap must be 0 or more, got {args.bootstrap}"
-    if args.seed < 0:
-        return f"--seed must be 0 or more, got {args.seed}"
     if not 0 < args.confidence < 1:
         return "--confidence must be between 0 and 1"
     if args.msvd_eval:
@@ -223,7 +221,8 @@ def _usage_problem(args: argparse.Namespace) -> str | None:
 
 def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
     """Objects of a JSONL file, each with its `_line` number; anything but objects is an error."""
-    return [{**row, "_line": number} for number, row in numbered_objects(path, CorrelateInputError)]
+    # unique_keys: a line scoring one field twice ({"good": 1, "good": 5}) would be read as its last value.
+    return [{**row, "_line": number} for number, row in numbered_objects(path, CorrelateInputError, unique_keys=True)]
 
 
 def _number_or_none(row: dict[str, Any], field: str, where: str) -> float | None:

@@ -10,6 +10,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from capjudge.tasks.cli.bounds import MAX_ITEMS, count_argument
 from capjudge.tasks.demo_pipeline import CAPTION_SETS, DemoOptions, run_demo
 
 
@@ -18,7 +19,7 @@ def register(groups: Any) -> None:
     parser.add_argument("--out", type=Path, default=Path("results/demo"), help="where results go (default results/demo)")
     parser.add_argument("--remote-judge", action="store_true",
                         help="judge with the backend configured in the environment instead of the local model")
-    parser.add_argument("--limit", type=int, default=None, help="items per task (default: all)")
+    count_argument(parser, "--limit", low=1, high=MAX_ITEMS, default=None, help="items per task (default: all)")
     parser.add_argument("--caption-sets", nargs="+", default=list(CAPTION_SETS), choices=CAPTION_SETS)
     parser.set_defaults(func=run)
 

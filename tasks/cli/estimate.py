@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from capjudge.tasks import TASKS_DIR
+from capjudge.tasks.cli.bounds import MAX_ITEMS, count_argument
 from capjudge.tasks.judging.estimate import DEFAULT_OUTPUT_TOKENS, EstimateError
 
 
@@ -22,7 +23,7 @@ def register(groups: Any) -> None:
     parser.add_argument("run", nargs="?", type=Path, help="an lmms-eval --predict_only output (else references stand in)")
     parser.add_argument("--captions", type=Path, help="instead of RUN: a captions JSONL/JSON keyed by item id")
     parser.add_argument("--task", required=True, help="the capjudge task (e.g. gveval, anycap_style)")
-    parser.add_argument("--limit", type=int, help="build only the first N items' requests and scale up")
+    count_argument(parser, "--limit", low=1, high=MAX_ITEMS, help="build only the first N items' requests and scale up")
     parser.add_argument("--reask-rate", type=float, default=0.0, help="expected share of replies asked again (default 0)")
     parser.add_argument("--output-tokens", type=float, default=DEFAULT_OUTPUT_TOKENS,
                         help=f"expected tokens per reply (default {DEFAULT_OUTPUT_TOKENS})")

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from capjudge.tasks import TASKS_DIR
+from capjudge.tasks.cli.bounds import MAX_BATCH_BYTES, MAX_BATCH_REQUESTS, MAX_PROCESSES, count_argument
 
 
 def register(groups: Any) -> None:
@@ -25,8 +26,8 @@ def register(groups: Any) -> None:
     parser.add_argument("--task", required=True, help="the capjudge task to judge with (e.g. gveval, anycap_style)")
     parser.add_argument("--out", type=Path, required=True, help="output folder (a subfolder per model is made)")
     parser.add_argument("--include-path", type=Path, default=TASKS_DIR, help="task folders (default: capjudge's)")
-    parser.add_argument("--processes", type=int, default=None,
-                        help="judging processes on this machine (default: one per 32 requests in flight "
+    count_argument(parser, "--processes", low=1, high=MAX_PROCESSES, default=None,
+                   help="judging processes on this machine (default: one per 32 requests in flight "
                              "(CAPJUDGE_MAX_CONCURRENCY), at most one per core and one per 200 items; "
                              "see capjudge.tasks.judging.processes)")
     batch = parser.add_argument_group("Batch API (OpenAI / Azure OpenAI): half the price, replies within 24 h")
@@ -35,8 +36,10 @@ def register(groups: Any) -> None:
     batch.add_argument("--poll-seconds", type=float, default=60.0, help="seconds between status checks (default 60)")
     batch.add_argument("--retry-online", action="store_true",
                        help="ask what the batch left (unparsable replies, failed lines) online instead of in another batch")
-    batch.add_argument("--batch-max-requests", type=int, default=50_000, help="requests per input file (API limit 50,000)")
-    batch.add_argument("--batch-max-bytes", type=int, default=200_000_000, help="bytes per input file (API limit 200 MB)")
+    count_argument(parser, "--batch-max-requests", group=batch, low=1, high=MAX_BATCH_REQUESTS, default=MAX_BATCH_REQUESTS,
+                   help="requests per input file (default: the API's limit)")
+    count_argument(parser, "--batch-max-bytes", group=batch, low=1, high=MAX_BATCH_BYTES, default=MAX_BATCH_BYTES,
+                   help="bytes per input file (default: the API's limit, 200 MB)")
     parser.set_defaults(func=run)
 
 

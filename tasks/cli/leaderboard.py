@@ -6,6 +6,8 @@ import argparse
 import sys
 from typing import Any
 
+from capjudge.tasks.cli.bounds import MAX_PERMUTATIONS, MAX_RESAMPLES, MAX_SEED, count_argument
+
 
 def register(groups: Any) -> None:
     parser = groups.top.add_parser(
@@ -22,9 +24,11 @@ def register(groups: Any) -> None:
     )
     parser.add_argument("--out", default="results/leaderboard", help="output folder (default: results/leaderboard)")
     parser.add_argument("--rank-by", help="metric (or task/metric) to rank by; default: the first task's main score")
-    parser.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples for CIs (default 2000)")
-    parser.add_argument("--permutations", type=int, default=9999, help="permutation-test budget (default 9999)")
-    parser.add_argument("--seed", type=int, default=0)
+    count_argument(parser, "--resamples", low=0, high=MAX_RESAMPLES, default=2000,
+                   help="bootstrap resamples for CIs (default 2000)")
+    count_argument(parser, "--permutations", low=1, high=MAX_PERMUTATIONS, default=9999,
+                   help="permutation-test budget (default 9999)")
+    count_argument(parser, "--seed", low=0, high=MAX_SEED, default=0, help="the resamples' seed (default 0)")
     parser.add_argument("--confidence", type=float, default=0.95)
     parser.add_argument("--alpha", type=float, default=0.05, help="significance level after Holm correction")
     parser.add_argument(

@@ -16,6 +16,9 @@ from capjudge.tasks.cli import (
     agreement, anycap, cache, correlate, demo, estimate, gveval, judge, leaderboard, reliability, report, serve_local,
     tasks_folder, vatex,
 )
+from capjudge.tasks.cli.bounds import count_problem
+
+EXIT_BAD_COUNT = 2  # as argparse exits for any other unusable flag
 
 # The modules that contribute subcommands, in the order their help appears. Imported statically: a command
 # that cannot import fails every `capjudge` call with its traceback, never silently vanishes.
@@ -52,6 +55,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    # Every count's bound (capjudge.tasks.cli.bounds) before the command starts any work.
+    problem = count_problem(args)
+    if problem:
+        print(problem, file=sys.stderr)
+        return EXIT_BAD_COUNT
     return int(args.func(args) or 0)
 
 

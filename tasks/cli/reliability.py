@@ -11,6 +11,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from capjudge.tasks.cli.bounds import MAX_RESAMPLES, MAX_SEED, count_argument
+
 
 def register(groups: Any) -> None:
     parser = groups.top.add_parser("reliability", help="judge noise from k replies per item (ICC, alpha, per-item SD)",
@@ -20,27 +22,16 @@ def register(groups: Any) -> None:
     parser.add_argument("--score", action="append", help="a score of the replies (default: all of them)")
     parser.add_argument("--share", type=float, default=0.1,
                         help="replies needed for judge noise to be at most this share of the variance (default 0.1)")
-    parser.add_argument("--resamples", type=int, default=1000, help="item-bootstrap resamples for the CIs")
-    parser.add_argument("--seed", type=int, default=0)
+    count_argument(parser, "--resamples", low=0, high=MAX_RESAMPLES, default=1000,
+                   help="item-bootstrap resamples for the CIs (default 1000)")
+    count_argument(parser, "--seed", low=0, high=MAX_SEED, default=0, help="the resamples' seed (default 0)")
     parser.set_defaults(func=_run)
-
-
-def resampling_problem(args: argparse.Namespace) -> str | None:
-    """--resamples and --seed name themselves when negative (numpy's own error would name neither)."""
-    for flag, value in (("--resamples", args.resamples), ("--seed", args.seed)):
-        if value < 0:
-            return f"{flag} must be 0 or more, got {value}"
-    return None
 
 
 def _run(args: argparse.Namespace) -> int:
     from capjudge.metrics.files.runs import LeaderboardError
     from capjudge.metrics.statistics.reliability import ReliabilityError, run_noise
 
-    problem = resampling_problem(args)
-    if problem:
-        print(f"capjudge reliability: {problem}", file=sys.stderr)
-        return 2
     try:
         noise = run_noise(args.run, args.task, args.score, share=args.share, n_resamples=args.resamples, seed=args.seed)
     except (ReliabilityError, LeaderboardError) as error:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from capjudge.judges.local.llama_server import add_arguments
+from capjudge.tasks.cli.bounds import MAX_CONTEXT_TOKENS, MAX_PID, MAX_PORT, MAX_THREADS, bound_flag
 
 
 def register(groups: Any) -> None:
@@ -21,6 +22,11 @@ def register(groups: Any) -> None:
         description="Serve a GGUF model with llama.cpp as an OpenAI-compatible judge on 127.0.0.1 (no API key).",
     )
     add_arguments(parser)
+    # The serving process checks its flags' lower limits (--n-ctx >= 512 ...); the bounds add the upper ones.
+    bound_flag(parser, "--port", low=0, high=MAX_PORT)
+    bound_flag(parser, "--n-ctx", low=1, high=MAX_CONTEXT_TOKENS)
+    bound_flag(parser, "--threads", low=1, high=MAX_THREADS)
+    bound_flag(parser, "--parent-pid", low=1, high=MAX_PID)
     parser.add_argument("--log", type=Path, help="the server's log file (default: a temporary file)")
     parser.set_defaults(func=run_supervised)
 

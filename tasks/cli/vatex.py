@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from capjudge.tasks.cli.reliability import resampling_problem
+from capjudge.tasks.cli.bounds import MAX_RESAMPLES, MAX_SEED, count_argument
 
 EXIT_UNAVAILABLE = 1
 EXIT_BAD_INPUT = 2
@@ -37,8 +37,9 @@ def register(groups: Any) -> None:
                         help="a VATEX task's run folder, or a JSONL of {clip_id, candidate_index, score}")
     parser.add_argument("--metric", default="gveval_mean", help="with a run: the per-item metric (default gveval_mean)")
     parser.add_argument("--task", help="with a run holding several VATEX tasks: which one")
-    parser.add_argument("--resamples", type=int, default=1000, help="clip-clustered bootstrap resamples (0: no CIs)")
-    parser.add_argument("--seed", type=int, default=0)
+    count_argument(parser, "--resamples", low=0, high=MAX_RESAMPLES, default=1000,
+                   help="clip-clustered bootstrap resamples (0: no CIs; default 1000)")
+    count_argument(parser, "--seed", low=0, high=MAX_SEED, default=0, help="the resamples' seed (default 0)")
     parser.add_argument("--format", choices=("table", "json"), default="table")
     parser.add_argument("--baselines", action="store_true",
                         help="add BLEU-1/4, METEOR, ROUGE-L, CIDEr with 1 and 9 references (cached by content)")
@@ -58,10 +59,8 @@ def _run(args: argparse.Namespace) -> int:
     )
     from capjudge.metrics.statistics.correlation import BootstrapSettings
 
-    problem = resampling_problem(args) or (
-        "--cache-dir applies to --baselines" if args.cache_dir is not None and not args.baselines else None)
-    if problem:
-        print(f"capjudge vatex: {problem}", file=sys.stderr)
+    if args.cache_dir is not None and not args.baselines:
+        print("capjudge vatex: --cache-dir applies to --baselines", file=sys.stderr)
         return EXIT_BAD_INPUT
     try:
         if not args.data.is_file():
