@@ -46,6 +46,8 @@ BROKEN_FILES = {
     "a missing file": ("absent.jsonl", None, "no such file"),
     "a lone surrogate": ("surrogate.jsonl", _rows_text(GOOD_ROWS[:2]) + '{"id": "g03", "caption": "a \\ud800 b"}\n',
                          "unpaired surrogate"),
+    "an id twice in a JSON object": ("keyed.json", '{\n "g01": "a red ball",\n "g02": "a square",\n "g01": "a blue ball"\n}\n',
+                                     "'g01' appears more than once"),
     "captions missing for items": ("partial.jsonl", _rows_text(GOOD_ROWS[:3]), "have no caption"),
 }
 

@@ -111,6 +111,18 @@ def test_an_item_twice_in_msvd_eval_is_refused_naming_file_and_item(tmp_path):
     refusal_line(done, str(msvd), "item id 'vid1' appears more than once")
 
 
+def test_the_msvd_eval_task_loader_refuses_an_item_twice_too(tmp_path):
+    from capjudge.tasks.judged.gveval_task import read_msvd_eval_file
+    from capjudge.tasks.judged.sources import DatasetError
+
+    msvd = _write(tmp_path / "MSVD-Eval.json",
+                  "{" + ", ".join([_msvd_item("vid1", 1.0), _msvd_item("vid2", 3.0), _msvd_item("vid1", 5.0)]) + "}")
+    with pytest.raises(DatasetError, match=r"item id 'vid1' appears more than once in the file"):
+        read_msvd_eval_file(msvd)
+    once = _write(tmp_path / "once.json", "{" + ", ".join([_msvd_item("vid1", 1.0), _msvd_item("vid2", 3.0)]) + "}")
+    assert [record["id"] for record in read_msvd_eval_file(once)] == ["vid1", "vid2"]
+
+
 def test_a_field_twice_on_a_correlate_line_is_refused(tmp_path):
     path = _write(tmp_path / "rows.jsonl", "".join(
         json.dumps({"id": f"v{i}", "good": i % 3, "human": i % 4}) + "\n" for i in range(5))

@@ -44,6 +44,7 @@ from matplotlib.collections import PathCollection
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
+from capjudge.metrics.files.outputs import write_replacing
 from capjudge.metrics.statistics.correlation import BootstrapSettings, Coefficient, build_pairs
 from capjudge.metrics.human_correlation.correlation_report import ALL_ITEMS, CorrelationReport
 
@@ -338,12 +339,12 @@ def write_plots(
     panels = scatter_panels(report, scorers, targets, scattered, item_ids)
     chart = draw_tau_chart(tau_entries(report, judges), report.settings)
     chart_png = png_bytes(chart.figure)
-    (out / CHART_NAME).write_bytes(chart_png)
+    write_replacing(out / CHART_NAME, chart_png)
     names = _unique_file_names(panels)
     figures_html, scatter_paths, notes = [], [], []
     for panel, name in zip(panels, names):
         png = png_bytes(draw_scatter(panel, report.annotators).figure)
-        (out / name).write_bytes(png)
+        write_replacing(out / name, png)
         scatter_paths.append(out / name)
         figures_html.append(_figure_html(panel, name, png))
         if panel.not_measurable:
@@ -353,7 +354,7 @@ def write_plots(
               for e in chart.entries if e.tau_b.value is None and (e.label, e.target) not in scattered_pairs]
     page = _page_html(report, title, chart_png, figures_html, notes, judges_given=bool(judges))
     html_path = out / HTML_NAME
-    html_path.write_text(page, encoding="utf-8")
+    write_replacing(html_path, page)
     return PlotFiles(html_path, out / CHART_NAME, tuple(scatter_paths), tuple(notes))
 
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import os
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -28,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from capjudge.metrics.files.jsonl import numbered_objects
+from capjudge.metrics.files.outputs import write_replacing
 from capjudge.tasks.cli.bounds import MAX_HUMAN_INDEX, MAX_RESAMPLES, MAX_SEED, count_argument
 
 EXIT_OK, EXIT_UNAVAILABLE, EXIT_BAD_INPUT = 0, 1, 2
@@ -140,7 +140,7 @@ def handle_correlate(args: argparse.Namespace) -> int:
         text = report_to_markdown(report, title)
     if args.output:
         try:
-            write_file_whole(args.output, text)
+            write_replacing(Path(args.output), text)  # whole or not at all, with the umask's mode
         except OSError as error:
             print(f"capjudge correlate: --output {args.output}: cannot write it ({error.strerror or error})",
                   file=sys.stderr)
@@ -165,19 +165,6 @@ def prepare_output_file(path: str | Path) -> Path:
     except OSError as error:
         raise CorrelateInputError(f"--output {path}: cannot write there ({error.strerror or error})") from None
     return target
-
-
-def write_file_whole(path: str | Path, text: str) -> None:
-    """Write beside the target, then rename over it: a reader (or a failure halfway) never sees half a report."""
-    target = Path(path)
-    handle, partial = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".partial")
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            stream.write(text)
-        os.replace(partial, target)
-    except BaseException:
-        Path(partial).unlink(missing_ok=True)
-        raise
 
 
 def _write_plots(directory: str, report: Any, scored: ScoredItems, title: str) -> int:

@@ -86,7 +86,7 @@ def read_msvd_eval_file(path: Path) -> list[dict[str, Any]]:
     split, or any copy in the same shape) has one object per line with an `id` field."""
     if path.suffix.lower() == ".jsonl":
         return read_json_lines(path)
-    raw = read_json(path, DatasetError)
+    raw = read_json(path, DatasetError, unique_keys=True, top_level_key="item id")
     if isinstance(raw, dict):
         records = []
         for item_id, row in raw.items():

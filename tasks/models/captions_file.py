@@ -98,7 +98,7 @@ def load_caption_set(path: str | Path, id_field: str | None = None, caption_fiel
         records: Any = read_objects(path, CaptionsFileError, what)
     else:
         try:
-            records = read_json(path, CaptionsFileError, what)
+            records = read_json(path, CaptionsFileError, what, unique_keys=True, top_level_key="item id")
         except CaptionsFileError as not_json:
             # A .json file that is really JSON lines is common enough to accept.
             try:
