@@ -174,6 +174,25 @@ def test_the_build_is_free_of_setuptools_warnings(installed):
     assert [line for line in warnings if "byte-compiling is disabled" not in line] == [], installed.build_output[-3000:]
 
 
+def test_installing_the_wheel_keeps_the_environments_openai_and_torch(installed):
+    # pip changes an installed package only when it fails the new requirement: the wheel's own requirements
+    # must admit the newest openai (3.x) and the CPU torch already in the environment, or a user's would be
+    # replaced (openai 3.57 was once downgraded to 2.54).
+    from importlib.metadata import version
+
+    from packaging.requirements import Requirement
+
+    with zipfile.ZipFile(installed.wheel) as wheel:
+        (metadata_name,) = [name for name in wheel.namelist() if name.endswith(".dist-info/METADATA")]
+        metadata = wheel.read(metadata_name).decode("utf-8")
+    requirements = [Requirement(line.split(":", 1)[1].strip()) for line in metadata.splitlines()
+                    if line.startswith("Requires-Dist:")]
+    by_name = {requirement.name: requirement for requirement in requirements if requirement.marker is None}
+    assert version("openai").split(".")[0] == "3", "make setup installs the newest openai; the suite tests it"
+    assert by_name["openai"].specifier.contains(version("openai"))
+    assert "torch" not in by_name and "torchvision" not in by_name  # capjudge itself never asks for either
+
+
 def test_the_sdist_and_the_wheel_pass_twine_check_and_the_sdist_leaves_the_tests_out(installed):
     twine = subprocess.run([str(PROJECT_PYTHON), "-m", "twine", "check", "--strict", str(installed.wheel), str(installed.sdist)],
                            capture_output=True, text=True, timeout=120, check=False)
