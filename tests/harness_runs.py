@@ -214,7 +214,7 @@ def launch_lmms_eval(
     if limit is not None:
         command += ["--limit", str(limit)]
     command += list(extra_args)
-    before = set(output_path.rglob("*_results.json"))
+    before = _results_files(output_path)
     environment = harness_env(
         judge_base_url,
         cache_path=cache_path or output_path.parent / "judge_cache.sqlite",
@@ -228,8 +228,20 @@ def launch_lmms_eval(
             command, cwd=REPO_ROOT, env=environment, capture_output=True, text=True, timeout=timeout,
             check=False,  # a failed run is reported by HarnessOutcome, not raised here
         )
-    new_files = tuple(sorted(set(output_path.rglob("*_results.json")) - before))
+    after = _results_files(output_path)
+    new_files = tuple(sorted(path for path, written in after.items() if before.get(path) != written))
     return HarnessOutcome(tuple(command), completed.returncode, completed.stdout, completed.stderr, output_path, new_files)
+
+
+def _results_files(output_path: Path) -> dict[Path, tuple[int, int]]:
+    """Every results file under `output_path` with what identifies one write of it. lmms-eval names its files
+    to the second, so a run that ends in the second another run's file is named after writes under that
+    same name: compared by name alone, such a run looked as if it had written nothing (a flake seen once)."""
+    found = {}
+    for path in output_path.rglob("*_results.json"):
+        stat = path.stat()
+        found[path] = (stat.st_ino, stat.st_mtime_ns)
+    return found
 
 
 def run_lmms_eval(**kwargs: Any) -> HarnessRun:
