@@ -7,7 +7,8 @@ PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip --disable-pip-version-check
 LMMS_EVAL_VERSION := 0.7.3
 # A machine with an NVIDIA driver installs the ordinary way (CUDA torch, torchvision);
-# any other gets the CPU torch wheel and no torchvision (see .setup/cpu_requirements.py).
+# any other gets the CPU torch wheel and no torchvision (see tasks/cpu_requirements.py, the route the README
+# gives installed users too).
 HAS_GPU := $(shell command -v nvidia-smi >/dev/null 2>&1 && echo 1)
 
 # The embedded judge's llama.cpp, built from source at an exact version with flags that do not depend on the
@@ -19,7 +20,10 @@ HAS_GPU := $(shell command -v nvidia-smi >/dev/null 2>&1 && echo 1)
 LLAMA_CPP_VERSION := 0.3.36
 LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_SSE42=ON -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON \
 	-DGGML_BMI2=ON -DGGML_AVX512=OFF -DGGML_AVX_VNNI=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF
-LLAMA_STAMP := $(VENV)/.llama-cpp-python-$(LLAMA_CPP_VERSION)
+LLAMA_STAMP := $(VENV)/.llama-cpp-python-$(LLAMA_CPP_VERSION)-wheel
+# The portable build is kept as a wheel: tests/test_installed_package.py installs it into a fresh venv the way a user
+# installs `capjudge[local]`, without building llama.cpp a second time.
+LLAMA_WHEELS := $(VENV)/wheels
 
 # `make test-min`: the unit tests that exercise numpy, scipy, pillow, openai, av, krippendorff and matplotlib,
 # run against the LOWEST versions pyproject.toml declares (.setup/lowest_requirements.py), in a venv of their own.
@@ -52,19 +56,21 @@ chromium:
 $(LLAMA_STAMP):
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip setuptools wheel packaging
-	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PIP) install -q --no-cache-dir --no-binary llama-cpp-python --no-deps \
-		'llama-cpp-python==$(LLAMA_CPP_VERSION)'
+	rm -rf $(LLAMA_WHEELS)
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PIP) wheel -q --no-cache-dir --no-binary llama-cpp-python --no-deps \
+		-w $(LLAMA_WHEELS) 'llama-cpp-python==$(LLAMA_CPP_VERSION)'
+	$(PIP) install -q --no-deps --force-reinstall $(LLAMA_WHEELS)/llama_cpp_python-$(LLAMA_CPP_VERSION)-*.whl
 	@echo '$(LLAMA_CMAKE_ARGS)' > $@
 
-$(VENV)/.installed: pyproject.toml .setup/cpu_requirements.py $(LLAMA_STAMP)
+$(VENV)/.installed: pyproject.toml tasks/cpu_requirements.py $(LLAMA_STAMP)
 ifeq ($(HAS_GPU),1)
 	$(PIP) install -q -e '.[dev,local]'
 else
 	$(PIP) install -q 'torch==2.13.0'
 	$(PIP) install -q --no-deps 'lmms-eval==$(LMMS_EVAL_VERSION)'
 	$(PIP) install -q --no-deps -e '.[dev]'
-	$(PY) .setup/cpu_requirements.py 'lmms-eval' 'capjudge[dev,local]' > $(VENV)/cpu-requirements.txt
-	$(PIP) install -q -r $(VENV)/cpu-requirements.txt 'torch==2.13.0'
+	$(PY) -m capjudge.tasks.cpu_requirements 'lmms-eval' 'capjudge[dev,local]' > $(VENV)/cpu-requirements.txt
+	$(PIP) install -q -r $(VENV)/cpu-requirements.txt
 endif
 	$(PY) -c "import capjudge.judges, capjudge.metrics, lmms_eval, av, scipy, openai"
 	@touch $@

@@ -73,7 +73,7 @@ def judge_environment(base_env: dict[str, str], out: Path, local: Any | None) ->
 
 
 def run_demo(options: DemoOptions) -> int:
-    from capjudge.judges.local.options import LocalServerError
+    from capjudge.judges.local.options import LocalServerError, MissingLocalExtra
 
     out = options.out
     out.mkdir(parents=True, exist_ok=True)
@@ -92,7 +92,7 @@ def run_demo(options: DemoOptions) -> int:
         return _run_steps(options, out, steps, server_context, started)
     except LocalServerError as error:
         print(f"capjudge demo: {error}", file=sys.stderr)
-        return 1
+        return 2 if isinstance(error, MissingLocalExtra) else 1
 
 
 def _run_steps(options: DemoOptions, out: Path, steps: list[str], server_context: Any, started: float) -> int:

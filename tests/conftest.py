@@ -24,7 +24,7 @@ from openai_server import OpenAITestServer  # noqa: E402
 # front the run ends on short tests on both workers instead of one worker finishing a 100 s test alone.
 # Order only: a file missing here runs as before, and a stale list costs time, never a result.
 LONGEST_FIRST = (
-    "test_demo_pipeline.py", "test_multi_process.py", "test_installed_package.py", "test_judge_panel.py",
+    "test_installed_package.py", "test_demo_pipeline.py", "test_multi_process.py", "test_judge_panel.py",
     "test_budget.py", "test_judge_stage.py", "test_vatex_baselines.py", "test_correlate_cli.py",
     "test_gveval_task.py", "test_vatex_cli.py", "test_warm_launch.py", "test_judge_noise.py",
     "test_reliability_interrupted.py", "test_leaderboard_noise.py", "test_local_server.py", "test_item_report.py",

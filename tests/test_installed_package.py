@@ -1,14 +1,20 @@
-"""capjudge as a user who never cloned it gets it: a wheel, installed into a fresh virtual environment.
+"""capjudge as a user who never cloned it gets it: the README's "Using capjudge in your own lmms-eval
+environment", followed on a machine without a GPU in a fresh virtual environment.
 
-The wheel is built from this checkout, installed with `--no-deps` into a new venv, and its dependencies
-(lmms-eval, torch, openai, ...) are made visible by one `.pth` line naming the project venv's site-packages.
-Python does not process `.pth` files inside a directory a `.pth` line adds, so the checkout's editable-install
-finder never loads there: every `capjudge` module comes from the wheel, which the first test proves. Then,
-from a directory outside the repository, with only the installed package's own paths:
-`capjudge --version`, lmms-eval's plugin convention (`LMMS_EVAL_PLUGINS=capjudge` registers captions_file
-from the wheel), a demo task with `--include_path "$(capjudge tasks-folder)"`, both demo tasks as the
-`capjudge_demo` group, and `capjudge leaderboard` on the group run. The wheel is built from the sdist, and
-both pass `twine check` (the metadata PyPI would show).
+The sdist is built from this checkout and the wheel from the unpacked sdist (both `twine check`-clean, the
+build free of setuptools warnings). The environment is made the way the README says: the user's newest openai
+already there, the CPU torch, lmms-eval and the wheel with `--no-deps`, then the requirements
+`python -m capjudge.tasks.cpu_requirements 'capjudge[local]' lmms-eval` prints (all but torchvision and timm,
+the installed torch pinned). Two stand-ins, because this machine reaches PyPI and nothing else: `pip install
+torch==2.13.0` takes this machine's CPU wheel where a user names PyTorch's CPU index, and llama-cpp-python comes
+from the portable wheel `make setup` keeps (`.venv/wheels`) instead of a second 5-minute compile. Every other
+dependency comes from the package index (pip's cache, warm after `make setup`).
+
+Then, from a folder outside the repository, with only the installed package: every capjudge module comes from
+the wheel, `capjudge --version`, lmms-eval's plugin convention, a demo task and the `capjudge_demo` group
+against a test judge with `--include_path "$(capjudge tasks-folder)"`, `capjudge leaderboard` on it, the
+key-free embedded judge comparing two caption sets (`capjudge demo`), and `pip check`. Asserted along the way:
+the CPU torch kept, no torchvision and no CUDA package, the user's openai 3 kept, 0644 outputs.
 """
 
 from __future__ import annotations
@@ -16,6 +22,8 @@ from __future__ import annotations
 import csv
 import json
 import os
+import re
+import stat
 import subprocess
 import tarfile
 import zipfile
@@ -28,6 +36,7 @@ from harness_runs import REPO_ROOT, harness_env, judge_server
 pytestmark = pytest.mark.slow
 
 PROJECT_PYTHON = REPO_ROOT / ".venv" / "bin" / "python"
+LOCAL_WHEELS = REPO_ROOT / ".venv" / "wheels"  # the portable llama-cpp-python wheel `make setup` keeps
 LIMIT = 2  # items per task: enough to judge, rank and show two models' worth of rows, fast
 DEMO_TASKS = ("gveval_demo", "anycap_style_demo")
 
@@ -39,6 +48,8 @@ class InstalledCapjudge:
     sdist: Path
     outside: Path  # a working directory outside the repository
     build_output: str  # what building the sdist and the wheel printed
+    requirements: str  # what `python -m capjudge.tasks.cpu_requirements` printed
+    openai_before: str | None  # the openai the environment had before capjudge was installed
 
     @property
     def python(self) -> Path:
@@ -50,15 +61,32 @@ class InstalledCapjudge:
 
     def run(self, *args: str | Path, env: dict[str, str] | None = None, timeout: float = 300) -> subprocess.CompletedProcess[str]:
         completed = subprocess.run([str(arg) for arg in args], cwd=self.outside, env=env or _clean_env(),
-                                   capture_output=True, text=True, timeout=timeout, check=False)
+                                   capture_output=True, text=True, timeout=timeout, check=False,
+                                   preexec_fn=lambda: os.umask(0o022))  # a usual shell's umask
         assert completed.returncode == 0, f"{args} exited {completed.returncode}\n{completed.stdout[-3000:]}\n{completed.stderr[-3000:]}"
         return completed
 
 
+def _pip_run(*args: object, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run([str(arg) for arg in args], env=env, capture_output=True, text=True, timeout=900,
+                          check=False)
+    assert done.returncode == 0, f"{args} exited {done.returncode}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    return done
+
+
+def _installed_version(python: Path, name: str) -> str | None:
+    done = subprocess.run([str(python), "-c", f"from importlib.metadata import version; print(version({name!r}))"],
+                          env=_clean_env(), capture_output=True, text=True, check=False)
+    return done.stdout.strip() if done.returncode == 0 else None
+
+
 def _clean_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     """This environment without anything that would put the checkout on the path of the installed package."""
-    env = {key: value for key, value in os.environ.items() if key not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME")}
-    return env | (extra or {})
+    dropped = ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME",
+               # A user's shell with no judge configured: nothing below may need a key.
+               "OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_API_URL", "MODEL_VERSION", "API_TYPE", "CAPJUDGE_CACHE")
+    env = {key: value for key, value in os.environ.items() if key not in dropped}
+    return env | {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"} | (extra or {})
 
 
 @pytest.fixture(scope="module")
@@ -81,18 +109,23 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> InstalledCapjudge:
                                 capture_output=True, text=True, timeout=300))
     (wheel,) = dist.glob("capjudge-*.whl")
     venv = root / "venv"
-    subprocess.run([str(PROJECT_PYTHON), "-m", "venv", str(venv)], check=True, timeout=300)
-    # Installed before the dependencies become visible, so pip sees no other capjudge while it installs.
-    subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)],
-                   check=True, capture_output=True, text=True, timeout=300, env=_clean_env())
-    project_site = subprocess.run([str(PROJECT_PYTHON), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                                  check=True, capture_output=True, text=True).stdout.strip()
-    venv_site = subprocess.run([str(venv / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                               check=True, capture_output=True, text=True).stdout.strip()
-    (Path(venv_site) / "project_dependencies.pth").write_text(project_site + "\n", encoding="utf-8")
+    env = _clean_env()
+    _pip_run(PROJECT_PYTHON, "-m", "venv", venv, env=env)
+    pip = [venv / "bin" / "python", "-m", "pip", "--disable-pip-version-check", "install", "-q"]
+    _pip_run(*pip, "openai>=3,<4", env=env)  # the user's environment has the newest openai already
+    openai_before = _installed_version(venv / "bin" / "python", "openai")
+    _pip_run(*pip, "torch==2.13.0", env=env)
+    _pip_run(*pip, "--no-deps", "lmms-eval==0.7.3", wheel, "packaging", env=env)
+    requirements = _pip_run(venv / "bin" / "python", "-m", "capjudge.tasks.cpu_requirements", "capjudge[local]",
+                            "lmms-eval", env=env).stdout
+    (root / "cpu-requirements.txt").write_text(requirements, encoding="utf-8")
+    (llama_wheel,) = LOCAL_WHEELS.glob("llama_cpp_python-*.whl")
+    _pip_run(*pip, "-r", root / "cpu-requirements.txt", "--find-links", llama_wheel.parent,
+             "--only-binary", "llama-cpp-python", env=env)
     outside = root / "elsewhere"
     outside.mkdir()
-    return InstalledCapjudge(venv, wheel, sdist, outside, "".join(done.stdout + done.stderr for done in built))
+    return InstalledCapjudge(venv, wheel, sdist, outside, "".join(done.stdout + done.stderr for done in built),
+                             requirements, openai_before)
 
 
 def test_every_capjudge_module_comes_from_the_wheel_not_the_checkout(installed):
@@ -207,6 +240,41 @@ def test_the_sdist_and_the_wheel_pass_twine_check_and_the_sdist_leaves_the_tests
     assert {"capjudge/models/captions_file.py", "capjudge/tasks/suites/capjudge_demo.yaml"} <= files
     # tasks/models is installed once, as capjudge.models: never a second copy under capjudge/tasks/.
     assert not any(name.startswith("capjudge/tasks/models/") for name in files)
+
+
+def test_the_cpu_route_keeps_cpu_torch_and_the_users_openai_and_installs_no_cuda(installed):
+    lines = installed.requirements.splitlines()
+    assert not any(re.match(r"(torchvision|timm)\b", line) for line in lines)
+    assert "torch==2.13.0" in lines
+    assert _installed_version(installed.python, "torch").endswith("+cpu")
+    assert _installed_version(installed.python, "torchvision") is None
+    listed = json.loads(installed.run(installed.python, "-m", "pip", "list", "--format", "json").stdout)
+    names = {entry["name"].lower() for entry in listed}
+    assert not {name for name in names if name.startswith(("nvidia-", "cuda-", "triton"))}, sorted(names)
+    assert installed.openai_before.startswith("3.")
+    assert _installed_version(installed.python, "openai") == installed.openai_before
+    # pip check: nothing broken but the two requirements left out on purpose.
+    check = subprocess.run([str(installed.python), "-m", "pip", "check"], env=_clean_env(), capture_output=True,
+                           text=True, check=False)
+    problems = [line for line in check.stdout.splitlines() if line.strip()]
+    assert problems and all(re.match(r"lmms-eval \S+ requires (torchvision|timm)\b", line) for line in problems), problems
+
+
+def test_the_embedded_judge_compares_two_caption_sets_with_no_key(installed, tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    out = installed.outside / "demo"
+    done = installed.run(installed.capjudge, "demo", "--limit", "1", "--caption-sets", "good", "poor", "--out", out,
+                         env=_clean_env({"HOME": str(home)}), timeout=600)
+    assert "Traceback" not in done.stderr
+    with (out / "leaderboard.csv").open(encoding="utf-8", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    assert sorted(row["model"] for row in rows) == ["good", "poor"]  # a comparison, not a single row
+    shared = [path for path in out.rglob("*") if path.is_file() and not path.name.startswith(".")
+              and path.suffix in (".md", ".csv", ".html", ".png", ".json", ".jsonl")]
+    modes = {str(path.relative_to(out)): stat.S_IMODE(path.stat().st_mode) for path in shared}
+    assert {"leaderboard.md", "leaderboard.csv", "leaderboard.html", "leaderboard.png"} <= set(modes)
+    assert set(modes.values()) == {0o644}, modes  # made to be shared: the umask's mode, as lmms-eval's own files
 
 
 def _project_version() -> str:

