@@ -12,7 +12,9 @@ from dataclasses import asdict
 
 import pytest
 
-from capjudge.judges.client.cache import CacheError, ReplyCache, reply_to_json
+from capjudge.judges.client.cache import ReplyCache
+from capjudge.judges.client.cache_files import CacheError
+from capjudge.judges.client.reply_codec import reply_to_json
 from capjudge.judges.types import ChatRequest, JudgeReply, TokenLogprob, Usage
 from openai_server import OpenAITestServer
 

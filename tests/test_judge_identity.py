@@ -92,7 +92,7 @@ def old_key(body, judge_version, sample_index):
 
 
 def test_servers_that_say_nothing_beyond_the_name_and_openai_and_azure_keep_the_keys_old_caches_hold(tmp_path, server):
-    from capjudge.judges.client.cache import asks_for_identity
+    from capjudge.judges.client.served_judges import asks_for_identity
     from capjudge.judges.client.config import JudgeConfig
 
     cache = tmp_path / "cache.sqlite"

@@ -1,5 +1,6 @@
 """The house plan, checked: the README's layout names every module there is, pyproject installs every
-sub-package, and imports only go down the layers (tasks -> metrics -> judges) with no cycle anywhere.
+sub-package, imports only go down the layers (tasks -> metrics -> judges) with no cycle anywhere (type-only
+imports included), and no module grows past MAX_MODULE_LINES.
 
 These are static checks (files and ASTs), so a module that moves, appears or starts importing upward fails
 here, with its name, before a reader of the README or a wheel user finds out.
@@ -20,6 +21,8 @@ RENAMED_FOLDERS = {"tasks/models": "capjudge.models"}
 LAYER = {"judges": 0, "metrics": 1, "tasks": 2}
 # Task folders lmms-eval loads by path (YAML + utils.py); they are data for lmms-eval, not capjudge modules.
 TASK_FOLDERS = {"gveval", "anycap_style", "demo", "suites"}
+# A module longer than this holds more than one job: split it by job (issue #38).
+MAX_MODULE_LINES = 450
 
 
 def _package_of(path: Path) -> tuple[str, Path]:
@@ -101,12 +104,13 @@ def test_pyproject_installs_every_package_and_no_other():
     assert set(renamed_twice).isdisjoint(config["packages"])
 
 
-def _imports(path: Path) -> set[str]:
-    """capjudge modules a file imports, outside `if TYPE_CHECKING:` blocks (those never run)."""
+def _imports(path: Path, type_checking: bool = False) -> set[str]:
+    """capjudge modules a file imports, outside `if TYPE_CHECKING:` blocks (those never run), or with
+    `type_checking` inside them too (a type checker follows them, so they make cycles all the same)."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
     skipped = set()
     for node in ast.walk(tree):
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+        if not type_checking and isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
             skipped.update(id(child) for stmt in node.body for child in ast.walk(stmt))
     names = set()
     for node in ast.walk(tree):
@@ -136,22 +140,25 @@ def test_every_capjudge_import_names_an_installed_module():
     assert stale == []
 
 
-def _import_graph() -> dict[str, set[str]]:
+def _import_graph(type_checking: bool = False) -> dict[str, set[str]]:
     modules = _modules()
-    return {name: {imported for imported in _imports(path) if imported in modules and imported != name}
+    return {name: {imported for imported in _imports(path, type_checking) if imported in modules and imported != name}
             for name, path in modules.items()}
 
 
 def test_imports_only_go_down_the_layers():
-    # A module's layer is the top folder its file sits in (capjudge.models is in tasks/).
+    # A module's layer is the top folder its file sits in (capjudge.models is in tasks/). Type-only imports
+    # count too: an annotation naming a higher layer's type is a dependency on that layer.
     layer = {name: LAYER[path.relative_to(REPO_ROOT).parts[0]] for name, path in _modules().items()}
-    upward = [f"{module} imports {imported}" for module, imported_set in _import_graph().items()
+    upward = [f"{module} imports {imported}" for module, imported_set in _import_graph(type_checking=True).items()
               for imported in sorted(imported_set) if layer[imported] > layer[module]]
     assert upward == []
 
 
 def test_no_import_cycles():
-    graph = _import_graph()
+    # Imports under `if TYPE_CHECKING:` count: a cycle through a type-only import is still two modules that
+    # cannot be read, moved or checked apart.
+    graph = _import_graph(type_checking=True)
     # A package's __init__ is imported with each of its modules; an edge into a package name means its __init__.
     cycles, state = [], {}
 
@@ -171,6 +178,19 @@ def test_no_import_cycles():
     assert cycles == []
 
 
+def _line_count(path: Path) -> int:
+    return len(path.read_text(encoding="utf-8").splitlines())
+
+
+def _too_long(paths: list[Path]) -> list[str]:
+    return [f"{path.relative_to(REPO_ROOT)}: {lines} lines" for path in paths
+            if (lines := _line_count(path)) > MAX_MODULE_LINES]
+
+
+def test_no_module_is_longer_than_the_limit():
+    assert _too_long(sorted(_modules().values())) == [], f"modules over {MAX_MODULE_LINES} lines: split them by job"
+
+
 def test_the_layout_checks_can_fail():
     """The checks above read real files: prove they see an upward import and a cycle when there is one."""
     assert "capjudge.judges.types" in _imports(REPO_ROOT / "judges" / "video.py")
@@ -179,6 +199,12 @@ def test_the_layout_checks_can_fail():
     try:
         probe.write_text(source, encoding="utf-8")
         assert _imports(probe) == {"capjudge.metrics.files", "capjudge.metrics.files.runs"}
+        assert _imports(probe, type_checking=True) == {"capjudge.metrics.files", "capjudge.metrics.files.runs",
+                                                       "capjudge.tasks.cli", "capjudge.tasks.cli.main"}
+        probe.write_text("x = 1\n" * (MAX_MODULE_LINES + 1), encoding="utf-8")
+        assert _too_long([probe]) == [f"tests/__layout_probe__.py: {MAX_MODULE_LINES + 1} lines"]
+        probe.write_text("x = 1\n" * MAX_MODULE_LINES, encoding="utf-8")
+        assert _too_long([probe]) == []
     finally:
         probe.unlink()
     assert re.search(r"^judges/", _readme_layout_block(), re.M)

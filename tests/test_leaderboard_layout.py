@@ -19,7 +19,8 @@ import pytest
 from capjudge.metrics.leaderboard.board import build_leaderboard
 from capjudge.metrics.leaderboard.stats import LeaderboardSettings
 from capjudge.metrics.leaderboard.render import MARKDOWN_WIDTH, MODEL_NAME_WIDTH, short_names, write_leaderboard
-from capjudge.metrics.files.runs import JudgeInfo, Run, TaskRun
+from capjudge.metrics.files.runs import Run
+from capjudge.metrics.files.task_run import JudgeInfo, TaskRun
 
 SETTINGS = LeaderboardSettings(n_resamples=300, n_permutations=300)
 N_ITEMS = 40

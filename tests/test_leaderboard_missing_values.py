@@ -12,7 +12,8 @@ import pytest
 
 from capjudge.metrics.leaderboard.board import build_leaderboard
 from capjudge.metrics.leaderboard.stats import LeaderboardSettings
-from capjudge.metrics.files.runs import JudgeInfo, Run, TaskRun
+from capjudge.metrics.files.runs import Run
+from capjudge.metrics.files.task_run import JudgeInfo, TaskRun
 from capjudge.metrics.leaderboard.render import write_leaderboard
 
 TASK = "gveval_demo"

@@ -16,7 +16,8 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from capjudge.judges.client.cache import CacheError, ReplyCache, check_local_filesystem, filesystem_type
+from capjudge.judges.client.cache import ReplyCache
+from capjudge.judges.client.cache_files import CacheError, check_local_filesystem, filesystem_type
 from conftest import REPO_ROOT, run_capjudge
 from harness_runs import REPO_TASKS, harness_env, judge_server, run_lmms_eval, venv_python
 

@@ -43,7 +43,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from capjudge.judges.client.cache import enable_wal
+from capjudge.judges.client.cache_files import enable_wal
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS sent (id INTEGER PRIMARY KEY, at REAL NOT NULL, tokens INTEGER NOT NULL);

@@ -41,7 +41,7 @@ import openai
 
 from capjudge.judges.client.budget import Limits, MachineBudget, budget_folder
 from capjudge.judges.client.breaker import JUDGE_UNREACHABLE, CircuitBreaker, JudgeUnreachable
-from capjudge.judges.client.cache import ReplyCache, ServedJudges
+from capjudge.judges.client.cache import ReplyCache
 from capjudge.judges.client.config import JudgeConfig
 from capjudge.judges.client.http_transport import PerThreadTransport
 from capjudge.judges.client.rate_limits import (
@@ -53,6 +53,7 @@ from capjudge.judges.client.rate_limits import (
     read_rate_limit_headers,
 )
 from capjudge.judges.client.redaction import Redactor
+from capjudge.judges.client.served_judges import ServedJudges
 from capjudge.judges.client.wire import (
     RequestRejected,
     TransportError,
@@ -84,7 +85,7 @@ class JudgeClient:
         self._cache_hits: dict[str, int] = defaultdict(int)
         self._usage_lock = threading.Lock()
         self._sdk = self._build_sdk_client(config)
-        # What the server says about the model it serves: part of every cache key (capjudge.judges.client.cache).
+        # What the server says about the model it serves: part of every cache key (capjudge.judges.client.served_judges).
         self.served = ServedJudges.ask(config, self._sdk, self.redact)
         self._executor: ThreadPoolExecutor | None = None
         self._executor_lock = threading.Lock()

@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass
 
 from capjudge.judges.client.panel import CI_HIGH, CI_LOW, member_metric
-from capjudge.metrics.files.runs import TaskRun
+from capjudge.metrics.files.task_run import TaskRun
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ A run is an lmms-eval output (a results JSON, or a folder holding exactly one) w
 (`--log_samples`, or `capjudge judge`). Each line's record names the item (`judged.item_id`) and the judge;
 the scorer's value is the judge's main metric for the item (its descriptor's `main_metric`, e.g.
 `gveval_mean`), and a member's is `<main>@<member>`. An unjudged item has no value (None), never 0. A line that
-is not a usable record, or a value that is not a number, is a LeaderboardError naming the file and line.
+is not a usable record, or a value that is not a number, is a RunFileError naming the file and line.
 """
 
 from __future__ import annotations
@@ -18,7 +18,9 @@ from capjudge.judges.client.panel import MEMBER_NAME, member_metric
 from capjudge.judges.record import JUDGE_KEY, RECORD_METRIC
 from capjudge.judges.known_judges import judge_descriptor
 from capjudge.metrics.files.jsonl import numbered_objects
-from capjudge.metrics.files.runs import LeaderboardError, find_results_files, logged_record, samples_path
+from capjudge.metrics.files.run_file_error import RunFileError
+from capjudge.metrics.files.runs import find_results_files, samples_path
+from capjudge.metrics.files.task_run import logged_record
 from capjudge.metrics.files.values import NotANumber, item_number
 
 
@@ -39,19 +41,19 @@ def run_scores(path: Path, task: str, judge_label: str = "judge") -> RunScores:
     member by its name."""
     files = find_results_files(Path(path))
     if len(files) != 1:
-        raise LeaderboardError(f"{path}: holds {len(files)} results files; name one run (its *_results.json)")
+        raise RunFileError(f"{path}: holds {len(files)} results files; name one run (its *_results.json)")
     samples = samples_path(files[0], task)
     if not samples.is_file():
-        raise LeaderboardError(f"{files[0]}: no samples of task {task!r} beside it ({samples.name}); "
+        raise RunFileError(f"{files[0]}: no samples of task {task!r} beside it ({samples.name}); "
                                "was the run made with --log_samples?")
-    lines = list(numbered_objects(samples, LeaderboardError, unique_keys=True))
+    lines = list(numbered_objects(samples, RunFileError, unique_keys=True))
     if not lines:
-        raise LeaderboardError(f"{samples}: no items")
+        raise RunFileError(f"{samples}: no items")
     first_record = logged_record(lines[0][1], f"{samples}, line {lines[0][0]}")
     descriptor = judge_descriptor(first_record.judge if first_record is not None else None)
     metric = descriptor.main_metric if descriptor is not None else None
     if metric is None:
-        raise LeaderboardError(f"{samples}, line {lines[0][0]}: no judge record naming a known judge; "
+        raise RunFileError(f"{samples}, line {lines[0][0]}: no judge record naming a known judge; "
                                "cannot tell which metric is the judge's score")
     members = _panel_members(lines[0][1], f"{samples}, line {lines[0][0]}")
     fields = {("panel" if members else judge_label): metric, **{m: member_metric(metric, m) for m in members}}
@@ -60,16 +62,16 @@ def run_scores(path: Path, task: str, judge_label: str = "judge") -> RunScores:
         where = f"{samples}, line {number}"
         record = logged_record(line, where)
         if record is None or record.item_id is None:
-            raise LeaderboardError(f"{where}: no judged record with an item id")
+            raise RunFileError(f"{where}: no judged record with an item id")
         if str(record.item_id) in scores[next(iter(fields))]:  # else the later line would replace it silently
-            raise LeaderboardError(f"{where}: item {str(record.item_id)!r} is scored twice in the samples")
+            raise RunFileError(f"{where}: item {str(record.item_id)!r} is scored twice in the samples")
         for name, field in fields.items():
             if field not in line:
-                raise LeaderboardError(f"{where}: no {field!r} (the run's {'panel member ' + name if name in members else 'judge'})")
+                raise RunFileError(f"{where}: no {field!r} (the run's {'panel member ' + name if name in members else 'judge'})")
             try:
                 scores[name][str(record.item_id)] = item_number(line[field])
             except NotANumber as problem:
-                raise LeaderboardError(f"{where}: {field}: {problem}") from None
+                raise RunFileError(f"{where}: {field}: {problem}") from None
     return RunScores(task, metric, scores, members, samples)
 
 
@@ -83,5 +85,5 @@ def _panel_members(line: Mapping[str, object], where: str) -> tuple[str, ...]:
     members = panel.get("members") if isinstance(panel, Mapping) else None
     names = [member.get("name") if isinstance(member, Mapping) else None for member in members or []]
     if not names or not all(isinstance(name, str) and MEMBER_NAME.match(name) for name in names):
-        raise LeaderboardError(f"{where}: the record's judge.panel.members is not a list of named members")
+        raise RunFileError(f"{where}: the record's judge.panel.members is not a list of named members")
     return tuple(names)  # type: ignore[arg-type]

@@ -33,7 +33,9 @@ from typing import Any
 
 import numpy as np
 from capjudge.metrics.files.jsonl import numbered_objects
-from capjudge.metrics.files.runs import LeaderboardError, TaskRun, logged_record, read_runs
+from capjudge.metrics.files.run_file_error import RunFileError
+from capjudge.metrics.files.runs import read_runs
+from capjudge.metrics.files.task_run import TaskRun, logged_record
 from capjudge.metrics.files.values import NotANumber, item_number
 from capjudge.metrics.human_correlation.vatex_eval import VatexCandidate, clip_ids, ratings_matrix
 from capjudge.metrics.human_correlation.vatex_published import PublishedFigure, published_figures, published_to_table
@@ -50,7 +52,7 @@ from capjudge.metrics.statistics.correlation import BootstrapSettings
 
 DEFAULT_METRIC = "gveval_mean"
 LENGTH_SCORER = "caption length (words)"
-_ITEM_KEY_PREFIX = "id:"  # how capjudge.metrics.files.runs keys an item that logs its id
+_ITEM_KEY_PREFIX = "id:"  # how capjudge.metrics.files.task_run keys an item that logs its id
 _ID_SEPARATOR = "#"  # capjudge.tasks.judged.gveval_task.vatex_item_id: <clip_id>#<candidate_index>
 _TABLE_LABELS = {
     "emscore_per_annotator": "EMScore (per annotator, mean of 3)",
@@ -147,7 +149,7 @@ def _jsonl_scorer(path: Path, candidates: Sequence[VatexCandidate]) -> Scorer:
 def _run_scorer(path: Path, candidates: Sequence[VatexCandidate], metric: str, task: str | None) -> Scorer:
     try:
         runs, _warnings = read_runs([str(path)])
-    except LeaderboardError as error:
+    except RunFileError as error:
         raise VatexReportError(str(error)) from None
     found = [(run, name, task_run) for run in runs for name, task_run in run.tasks.items()
              if (task is None or name == task) and _is_vatex_task(task_run)]
@@ -183,7 +185,7 @@ def _check_caption(where: str, line: dict[str, Any], candidate: VatexCandidate) 
     item = f"{candidate.clip_id}{_ID_SEPARATOR}{candidate.candidate_index}"
     try:
         record = logged_record(line, where)
-    except LeaderboardError as error:
+    except RunFileError as error:
         raise VatexReportError(str(error)) from None
     logged = _logged_caption(line, record)
     if logged is None:

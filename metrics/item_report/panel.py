@@ -40,7 +40,7 @@ from capjudge.judges.record import (
     RecordError,
 )
 from capjudge.metrics.files.panel_figures import Figure, panel_figure
-from capjudge.metrics.files.runs import TaskRun
+from capjudge.metrics.files.task_run import TaskRun
 from capjudge.metrics.files.values import NotANumber, item_number
 from capjudge.metrics.item_report.views import JudgmentView, view_judgment
 

@@ -47,13 +47,9 @@ from capjudge.metrics.item_report.panel import (
 )
 from capjudge.metrics.item_report.views import JudgmentView, view_judgment
 from capjudge.metrics.files.jsonl import numbered_objects
-from capjudge.metrics.files.runs import (
-    LeaderboardError,
-    Run,
-    TaskRun,
-    logged_record,
-    read_runs,
-)
+from capjudge.metrics.files.run_file_error import RunFileError
+from capjudge.metrics.files.runs import Run, read_runs
+from capjudge.metrics.files.task_run import TaskRun, logged_record
 
 PAGE_NAME = "report.html"
 
@@ -147,7 +143,7 @@ def build_item_report(arguments: Sequence[str], out: Path, videos_dir: Path | No
     collect every item per task. Raises ReportError naming the run for unusable input."""
     try:
         runs, warnings = read_runs(arguments)
-    except LeaderboardError as error:
+    except RunFileError as error:
         raise ReportError(str(error)) from None
     for run in runs:
         for task, task_run in run.tasks.items():
@@ -220,7 +216,7 @@ def _logged_items(run: Run, task_run: TaskRun, main_metric: str) -> dict[str, _L
         try:
             record = logged_record(line, f"{task_run.samples_path}, line {number}")
             panel = logged_panel(line)
-        except LeaderboardError as error:
+        except RunFileError as error:
             raise ReportError(f"run {run.name}: {error}") from None
         except PanelRecordError as error:
             raise ReportError(f"{where}: {error}") from None

@@ -36,7 +36,9 @@ from capjudge.metrics.leaderboard.stats import (
 from capjudge.metrics.leaderboard.panel import TaskPanel, task_panel
 from capjudge.metrics.leaderboard.replies import TaskReplies, task_replies
 from capjudge.metrics.leaderboard.caveats import consistency_warnings, reply_warnings, unranked_warnings
-from capjudge.metrics.files.runs import LeaderboardError, Run, TaskRun
+from capjudge.metrics.files.run_file_error import RunFileError
+from capjudge.metrics.files.runs import Run
+from capjudge.metrics.files.task_run import TaskRun
 from capjudge.metrics.leaderboard.table import Leaderboard, LeaderboardRow, MetricColumn
 
 _FAILURE_NAME = re.compile(r"(failed|failure|failures)$")
@@ -81,11 +83,11 @@ def build_leaderboard(
     with the top model in every score column. `report_url(task, model)` links a row to the model's items
     (e.g. the per-item report's anchor); None, or a None from it, leaves the row unlinked."""
     if not runs:
-        raise LeaderboardError("no runs to compare")
+        raise RunFileError("no runs to compare")
     names = [run.name for run in runs]
     if len(set(names)) != len(names):
         repeated = sorted(name for name, count in Counter(names).items() if count > 1)
-        raise LeaderboardError(f"several runs are named {repeated}; label them NAME=PATH")
+        raise RunFileError(f"several runs are named {repeated}; label them NAME=PATH")
     columns = _columns(runs)
     notes = list(warnings)
     replies = _replies(runs, columns)
@@ -266,7 +268,7 @@ def _rank_column(columns: Sequence[MetricColumn], rank_by: str | None) -> Metric
     if len(matches) != 1:
         known = ", ".join(c.key for c in columns)
         problem = "matches several columns" if matches else "is not a metric of these runs"
-        raise LeaderboardError(f"--rank-by {rank_by!r} {problem}; columns: {known}")
+        raise RunFileError(f"--rank-by {rank_by!r} {problem}; columns: {known}")
     return matches[0]
 
 

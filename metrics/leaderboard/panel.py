@@ -35,7 +35,8 @@ from capjudge.judges.client.panel import (
     pair_name,
 )
 from capjudge.metrics.files.panel_figures import Figure, panel_figure
-from capjudge.metrics.files.runs import Run, TaskRun
+from capjudge.metrics.files.runs import Run
+from capjudge.metrics.files.task_run import TaskRun
 
 
 

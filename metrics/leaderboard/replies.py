@@ -22,7 +22,8 @@ import numpy as np
 
 from capjudge.judges.known_judges import reply_fields_of_run
 from capjudge.judges.record import ReplySample, replies_of
-from capjudge.metrics.files.runs import LeaderboardError, TaskRun, read_records
+from capjudge.metrics.files.run_file_error import RunFileError
+from capjudge.metrics.files.task_run import TaskRun, read_records
 
 _SAME = dict(rtol=1e-9, atol=1e-9)
 
@@ -43,7 +44,7 @@ def task_replies(task_run: TaskRun, metrics: Sequence[str]) -> TaskReplies:
         return TaskReplies(1, {})
     records = read_records(task_run.samples_path)
     if task_run.item_keys is not None and len(records) != len(task_run.item_keys):
-        raise LeaderboardError(f"{task_run.samples_path}: changed while being read ({len(records)} lines, "
+        raise RunFileError(f"{task_run.samples_path}: changed while being read ({len(records)} lines, "
                                f"{len(task_run.item_keys)} before)")
     replies = [replies_of(record) for record in records]
     k = max((len(r) for r in replies), default=0)

@@ -29,7 +29,8 @@ import numpy as np
 
 from capjudge.judges.known_judges import reply_fields_of_run
 from capjudge.judges.record import JudgedRecord, judge_name_of_run, replies_of, scores_mapping_fields
-from capjudge.metrics.files.runs import read_records, task_samples_files
+from capjudge.metrics.files.runs import task_samples_files
+from capjudge.metrics.files.task_run import read_records
 from capjudge.metrics.statistics.bootstrap import BootstrapDistribution, bca_interval, draw_item_indices
 
 
@@ -228,7 +229,7 @@ def scores_to_measure(records: Sequence[JudgedRecord | None], asked: Sequence[st
 def run_noise(run: Path, task: str, asked: Sequence[str] | None, *, share: float, n_resamples: int,
               seed: int) -> RunNoise:
     """The judge noise of each score of the one samples file of `task` under `run` (ReliabilityError, or
-    LeaderboardError for unreadable input, naming the problem)."""
+    RunFileError for unreadable input, naming the problem)."""
     found = task_samples_files(run, task)
     if len(found) != 1:
         raise ReliabilityError(f"{run}: {len(found)} samples files of task {task!r} (need exactly one; "

@@ -29,7 +29,7 @@ def register(groups: Any) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from capjudge.metrics.files.runs import LeaderboardError
+    from capjudge.metrics.files.run_file_error import RunFileError
     from capjudge.metrics.statistics.judge_agreement import AgreementError, judge_agreement, judged_values
 
     try:
@@ -37,7 +37,7 @@ def _run(args: argparse.Namespace) -> int:
         result = judge_agreement(sides[0].per_model, sides[1].per_model, args.metric,
                                  higher_is_better=sides[1].higher_is_better,
                                  n_resamples=args.resamples, seed=args.seed)
-    except (AgreementError, LeaderboardError) as error:
+    except (AgreementError, RunFileError) as error:
         print(f"capjudge agreement: {error}", file=sys.stderr)
         return 2
     print(f"# {args.metric}: {args.first} vs {args.second}\n")

@@ -24,7 +24,7 @@ from capjudge.judges.types import BAD_INPUT
 from capjudge.tasks.cli.bounds import MAX_REPLY_TOKENS, count_argument
 
 if TYPE_CHECKING:
-    from capjudge.tasks.cli.main import CommandGroups
+    from capjudge.tasks.cli.command_groups import CommandGroups
 
 
 

@@ -22,7 +22,9 @@ def register(groups: Any) -> None:
 
 
 def _merge(args: argparse.Namespace) -> int:
-    from capjudge.judges.client.cache import CacheError, ReplyCache, merge_caches
+    from capjudge.judges.client.cache import ReplyCache
+    from capjudge.judges.client.cache_files import CacheError
+    from capjudge.judges.client.cache_merge import merge_caches
 
     try:
         added = merge_caches(list(args.sources), args.into)

@@ -46,7 +46,8 @@ def run(args: argparse.Namespace) -> int:
     from capjudge.metrics.leaderboard.board import LeaderboardSettings, build_leaderboard
     from capjudge.metrics.leaderboard.render import write_leaderboard
     from capjudge.metrics.files.outputs import OutputError, writable_folder
-    from capjudge.metrics.files.runs import LeaderboardError, read_runs
+    from capjudge.metrics.files.run_file_error import RunFileError
+    from capjudge.metrics.files.runs import read_runs
 
     try:
         writable_folder(Path(args.out))  # before the runs are read and the statistics made
@@ -57,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
         runs, notes = read_runs(args.runs)
         board = build_leaderboard(runs, settings, rank_by=args.rank_by, warnings=notes,
                                   report_url=_report_url(args.report_url) if args.report_url else None)
-    except (LeaderboardError, OutputError, ValueError) as error:
+    except (RunFileError, OutputError, ValueError) as error:
         print(f"capjudge leaderboard: {error}", file=sys.stderr)
         return 2
     for warning in board.warnings:

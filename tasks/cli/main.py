@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import dataclass
 
 from capjudge.tasks import capjudge_version
 from capjudge.tasks.cli import (
@@ -17,6 +16,7 @@ from capjudge.tasks.cli import (
     tasks_folder, vatex,
 )
 from capjudge.tasks.cli.bounds import count_problem
+from capjudge.tasks.cli.command_groups import CommandGroups
 
 EXIT_BAD_COUNT = 2  # as argparse exits for any other unusable flag
 
@@ -26,15 +26,6 @@ COMMAND_MODULES = (
     gveval, anycap, correlate, vatex, leaderboard, report, reliability, agreement, serve_local, demo, judge, cache,
     estimate, tasks_folder,
 )
-
-
-@dataclass(frozen=True)
-class CommandGroups:
-    """Where a feature module hangs its subcommands: top level, or under `render` / `parse`."""
-
-    top: argparse._SubParsersAction
-    render: argparse._SubParsersAction
-    parse: argparse._SubParsersAction
 
 
 def build_parser() -> argparse.ArgumentParser:

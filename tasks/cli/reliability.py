@@ -29,12 +29,12 @@ def register(groups: Any) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from capjudge.metrics.files.runs import LeaderboardError
+    from capjudge.metrics.files.run_file_error import RunFileError
     from capjudge.metrics.statistics.reliability import ReliabilityError, run_noise
 
     try:
         noise = run_noise(args.run, args.task, args.score, share=args.share, n_resamples=args.resamples, seed=args.seed)
-    except (ReliabilityError, LeaderboardError) as error:
+    except (ReliabilityError, RunFileError) as error:
         print(f"capjudge reliability: {error}", file=sys.stderr)
         return 2
     print(f"# Judge noise: {noise.samples_path}\n")

@@ -28,7 +28,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from capjudge.judges.client.cache import check_cache_file
+from capjudge.judges.client.cache_files import check_cache_file
 from capjudge.judges.client.config import JudgeConfig
 from capjudge.judges.client.observed import ObservedClient
 from capjudge.judges.client.preflight import preflight_enabled, probe_judge
@@ -45,19 +45,15 @@ from capjudge.judges.record import (
 from capjudge.judges.types import JudgeResult, ParseFailure, Usage
 from capjudge.tasks import capjudge_version
 from capjudge.judges.client.config import ConfigError
-from capjudge.judges.client.panel import Panel, configured_panel, member_metric
-from capjudge.tasks.judged.aggregations import count_failed, count_failed_by, mean_of_judged, panel_statistic
+from capjudge.judges.client.panel import Panel, configured_panel
 from capjudge.tasks.judged.item_judgment import ItemJudgment
 from capjudge.tasks.judged.panel_judging import (
-    MEDIAN_SUFFIX,
     MemberIdentity,
     PanelPrejudged,
-    agreement_metrics,
-    agreement_values,
     judge_with_panel,
-    main_values,
-    median_of,
-    panel_judgment,
+    panel_aggregations,
+    panel_higher_is_better,
+    panel_item_metrics,
 )
 from capjudge.tasks.judged.settings import MAX_CAPTION_CHARS_LIMIT, MAX_JUDGE_SAMPLES, parse_count, setting
 from capjudge.tasks.judged.sources import check_videos, missing_video_problem, video_path
@@ -432,70 +428,22 @@ class JudgedTask(SourcedTask):
         """The per-item metrics of what `judge_all`'s store gave for `doc`: one judgment, or with a panel each
         member's (see capjudge.tasks.judged.panel_judging)."""
         resolved = self._resolve()
+        cls, settings = type(self), resolved.settings
         if resolved.panel is None:
-            return type(self).item_metrics(doc, taken, resolved.identity)
-        return self._panel_item_metrics(doc, taken, resolved)
-
-    def _panel_item_metrics(self, doc: Mapping[str, Any], judgments: Mapping[str, ItemJudgment],
-                            resolved: _Resolved) -> dict[str, Any]:
-        cls = type(self)
-        settings, panel = resolved.settings, resolved.panel
-        assert panel is not None
-        caption = next(iter(judgments.values())).caption
-        combined = panel_judgment(judgments, panel, cls.combine,
-                                  lambda failure: cls.unjudged(doc, caption, settings, failure))
-        metrics = cls.item_metrics(doc, combined, resolved.identity)
-        by_member = {}
-        for member in resolved.members:
-            member_metrics = cls.item_metrics(doc, judgments[member.name], member.identity)
-            by_member[member.name] = member_metrics
-            metrics.update({member_metric(name, member.name): value for name, value in member_metrics.items()})
-        main = settings.descriptor.main_metric
-        if main is not None:
-            mains = main_values(by_member, main)
-            metrics.update(agreement_values(combined.item_id, panel.names, mains, metrics.get(main)))
-            if settings.descriptor.score_level == "ordinal":
-                metrics[main + MEDIAN_SUFFIX] = median_of(mains, combined.ok)
-        return metrics
+            return cls.item_metrics(doc, taken, resolved.identity)
+        return panel_item_metrics(
+            taken, resolved.panel, resolved.members, resolved.identity, settings.descriptor, cls.combine,
+            lambda caption, failure: cls.unjudged(doc, caption, settings, failure),
+            lambda judgment, identity: cls.item_metrics(doc, judgment, identity))
 
     # -- what lmms-eval aggregates ----------------------------------------------------------------------
 
     def aggregation(self) -> dict[str, Any]:
-        """The YAML's aggregations; with a panel also each member's (`<metric>@<member>`, failure counts that
-        name the member), the panel's median grade (ordinal judges) and its agreement figures."""
-        base = super().aggregation()
-        panel = self.panel()
-        if panel is None:
-            return base
-        aggregations = dict(base)
-        for member in panel.names:
-            for metric, aggregate in base.items():
-                aggregations[member_metric(metric, member)] = (
-                    count_failed_by(f"panel member {member!r}") if aggregate is count_failed else aggregate)
-        for metric, aggregate in base.items():
-            if aggregate is count_failed:
-                aggregations[metric] = count_failed_by("the panel")
-        descriptor = self.settings().descriptor
-        main = descriptor.main_metric
-        if main is not None:
-            if descriptor.score_level == "ordinal" and main in base:
-                aggregations[main + MEDIAN_SUFFIX] = mean_of_judged
-            for name, statistic, positions in agreement_metrics(panel.names):
-                aggregations[name] = panel_statistic(statistic, positions, descriptor.score_level)
-        return aggregations
+        """The YAML's aggregations; with a panel also each member's, the panel's median grade (ordinal judges)
+        and its agreement figures (see capjudge.tasks.judged.panel_judging)."""
+        base, panel = super().aggregation(), self.panel()
+        return base if panel is None else panel_aggregations(base, panel.names, self.settings().descriptor)
 
     def higher_is_better(self) -> dict[str, Any]:
-        base = super().higher_is_better()
-        panel = self.panel()
-        if panel is None:
-            return base
-        better = dict(base)
-        for member in panel.names:
-            better.update({member_metric(metric, member): value for metric, value in base.items()})
-        main = self.settings().descriptor.main_metric
-        if main is not None:
-            if main in base:
-                better[main + MEDIAN_SUFFIX] = base[main]
-            for name, statistic, _ in agreement_metrics(panel.names):
-                better[name] = not statistic.startswith("offset")  # an offset is neither: it is a direction
-        return better
+        base, panel = super().higher_is_better(), self.panel()
+        return base if panel is None else panel_higher_is_better(base, panel.names, self.settings().descriptor)

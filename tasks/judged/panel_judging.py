@@ -32,7 +32,9 @@ from capjudge.judges.client.panel import (
     member_metric,
     pair_name,
 )
+from capjudge.judges.descriptor import JudgeDescriptor
 from capjudge.judges.types import ParseFailure
+from capjudge.tasks.judged.aggregations import count_failed, count_failed_by, mean_of_judged, panel_statistic
 from capjudge.tasks.judged.item_judgment import ItemJudgment
 from capjudge.tasks.judged.prejudge import PrejudgedItems, prejudge
 from capjudge.judges.types import Usage
@@ -152,3 +154,62 @@ class MemberIdentity:
     name: str
     config: Any
     identity: Mapping[str, Any]
+
+
+def panel_item_metrics(judgments: Mapping[str, ItemJudgment], panel: Panel, members: Sequence[MemberIdentity],
+                       identity: Mapping[str, Any], descriptor: JudgeDescriptor, combine: Callable[[list[Any]], Any],
+                       unjudged: Callable[[str, ParseFailure], Any],
+                       item_metrics: Callable[[ItemJudgment, Mapping[str, Any]], dict[str, Any]]) -> dict[str, Any]:
+    """One item's metrics with a panel: the panel's (under the task's names, its record logged with `identity`),
+    each member's (`<metric>@<member>`), the members' median grade (ordinal judges) and the agreement values.
+    `unjudged(caption, failure)` and `item_metrics(judgment, identity)` are the judge's task's."""
+    caption = next(iter(judgments.values())).caption
+    combined = panel_judgment(judgments, panel, combine, lambda failure: unjudged(caption, failure))
+    metrics = item_metrics(combined, identity)
+    by_member = {}
+    for member in members:
+        member_metrics = item_metrics(judgments[member.name], member.identity)
+        by_member[member.name] = member_metrics
+        metrics.update({member_metric(name, member.name): value for name, value in member_metrics.items()})
+    main = descriptor.main_metric
+    if main is not None:
+        mains = main_values(by_member, main)
+        metrics.update(agreement_values(combined.item_id, panel.names, mains, metrics.get(main)))
+        if descriptor.score_level == "ordinal":
+            metrics[main + MEDIAN_SUFFIX] = median_of(mains, combined.ok)
+    return metrics
+
+
+def panel_aggregations(base: Mapping[str, Any], members: Sequence[str], descriptor: JudgeDescriptor) -> dict[str, Any]:
+    """The YAML's aggregations (`base`) with a panel: also each member's (`<metric>@<member>`, failure counts
+    that name the member), the panel's median grade (ordinal judges) and its agreement figures."""
+    aggregations = dict(base)
+    for member in members:
+        for metric, aggregate in base.items():
+            aggregations[member_metric(metric, member)] = (
+                count_failed_by(f"panel member {member!r}") if aggregate is count_failed else aggregate)
+    for metric, aggregate in base.items():
+        if aggregate is count_failed:
+            aggregations[metric] = count_failed_by("the panel")
+    main = descriptor.main_metric
+    if main is not None:
+        if descriptor.score_level == "ordinal" and main in base:
+            aggregations[main + MEDIAN_SUFFIX] = mean_of_judged
+        for name, statistic, positions in agreement_metrics(members):
+            aggregations[name] = panel_statistic(statistic, positions, descriptor.score_level)
+    return aggregations
+
+
+def panel_higher_is_better(base: Mapping[str, Any], members: Sequence[str], descriptor: JudgeDescriptor) -> dict[str, Any]:
+    """The YAML's directions (`base`) with a panel: also each member's, the median grade's and the agreement
+    figures' (an offset is neither better high nor low: it is a direction)."""
+    better = dict(base)
+    for member in members:
+        better.update({member_metric(metric, member): value for metric, value in base.items()})
+    main = descriptor.main_metric
+    if main is not None:
+        if main in base:
+            better[main + MEDIAN_SUFFIX] = base[main]
+        for name, statistic, _ in agreement_metrics(members):
+            better[name] = not statistic.startswith("offset")  # an offset is neither: it is a direction
+    return better

@@ -141,11 +141,12 @@ def run_folder_name(name: str) -> str:
 
 
 def _find_samples(run: Path, task: str) -> tuple[Path, Path]:
-    from capjudge.metrics.files.runs import LeaderboardError, find_results_files
+    from capjudge.metrics.files.run_file_error import RunFileError
+    from capjudge.metrics.files.runs import find_results_files
 
     try:
         candidates = find_results_files(run)
-    except LeaderboardError as error:
+    except RunFileError as error:
         raise JudgeStageError(str(error)) from None
     found = []
     for results_path in candidates:

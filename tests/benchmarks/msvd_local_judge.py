@@ -101,7 +101,7 @@ def _lmms_eval(output: Path, limit: int | None = None) -> list[str]:
 
 def write_judge_scores(run_folder: Path, path: Path) -> int:
     """The run's per-item dimension scores as `capjudge correlate --judge-scores` reads them."""
-    from capjudge.metrics.files.runs import logged_record
+    from capjudge.metrics.files.task_run import logged_record
 
     samples_files = sorted(run_folder.rglob(f"*_samples_{TASK}.jsonl"))
     if len(samples_files) != 1:

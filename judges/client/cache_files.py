@@ -1,0 +1,196 @@
+"""Whether a file can be the judge reply cache, and opening it: one clear error when it cannot.
+
+SQLite's locks are not reliable on network file systems (NFS, SMB, Lustre, ...), where several nodes writing one
+file can corrupt it: a cache there is refused with a clear error. Several nodes each keep a node-local cache
+(CAPJUDGE_CACHE) and `capjudge cache merge` (capjudge.judges.client.cache_merge) joins them afterwards.
+
+A file that is not a usable cache (a folder, unwritable, damaged, another program's database) is refused when
+the cache is opened, with one message that names the file, what is wrong and what to do; it is never changed,
+moved or replaced.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import time
+from pathlib import Path
+
+from capjudge.judges.client.config import ConfigError
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS replies (
+    key TEXT PRIMARY KEY,
+    judge_version TEXT NOT NULL,
+    model TEXT,
+    created REAL NOT NULL,
+    reply TEXT NOT NULL
+)
+"""
+REPLY_COLUMNS = frozenset({"key", "judge_version", "model", "created", "reply"})
+# Every served-model identity that has keyed a reply in this file (see capjudge.judges.client.served_judges). A
+# table of its own, so files stay readable and writable by capjudge versions from before it.
+JUDGES_SCHEMA = """
+CREATE TABLE IF NOT EXISTS judges (
+    digest TEXT PRIMARY KEY,
+    identity TEXT NOT NULL,
+    first_seen REAL NOT NULL
+)
+"""
+CACHE_VARIABLE = "CAPJUDGE_CACHE"
+
+
+class CacheError(ConfigError):
+    """The cache file cannot be used (where it is, or as it is); the message names it and says what to do."""
+
+
+# File systems on which SQLite's locking cannot be trusted across machines.
+NETWORK_FILESYSTEMS = frozenset({
+    "nfs", "nfs4", "cifs", "smb3", "smbfs", "ceph", "glusterfs", "lustre", "gpfs", "beegfs", "afs", "9p",
+    "fuse.sshfs", "fuse.s3fs", "fuse.gcsfuse", "fuse.glusterfs", "fuse.cephfs", "fuse.juicefs", "fuse.rclone",
+})
+
+
+def filesystem_type(path: Path, mounts: str | None = None) -> str | None:
+    """The type of the file system holding `path` (the longest mount point containing it, from
+    /proc/mounts), or None where that cannot be told (not Linux)."""
+    if mounts is None:
+        try:
+            mounts = Path("/proc/mounts").read_text(encoding="utf-8")
+        except OSError:
+            return None
+    target = Path(path).resolve()
+    best: tuple[int, str] | None = None
+    for line in mounts.splitlines():
+        fields = line.split()
+        if len(fields) < 3:
+            continue
+        mount_point = Path(fields[1].replace("\\040", " "))
+        if target == mount_point or mount_point in target.parents:
+            depth = len(mount_point.parts)
+            if best is None or depth > best[0]:
+                best = (depth, fields[2])
+    return best[1] if best else None
+
+
+def check_local_filesystem(path: Path, mounts: str | None = None) -> None:
+    kind = filesystem_type(Path(path).parent, mounts)
+    if kind in NETWORK_FILESYSTEMS:
+        raise CacheError(
+            f"the judge reply cache {path} is on a network file system ({kind}), where SQLite's locks are not "
+            "safe for writers on several machines. Set CAPJUDGE_CACHE to a node-local path (e.g. local disk or "
+            "/tmp) on each node, and join the node caches afterwards with `capjudge cache merge NODE_CACHES... "
+            "--into CACHE`"
+        )
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Opening a cache file: usable, or one clear error
+
+
+def cache_name(path: Path) -> str:
+    """How messages name the judge's cache: the file and the variable that sets it."""
+    return f"the judge reply cache {path} ({CACHE_VARIABLE})"
+
+
+def open_cache_file(path: Path, name: str) -> sqlite3.Connection:
+    """A connection to the reply cache at `path` (created if missing, in WAL mode), or CacheError: one line with
+    `name`, what is wrong and what to do. An existing file is written to only once it is known to be a reply
+    cache; a bad one is left exactly as it is."""
+    check_local_filesystem(path)
+    _check_writable(path, name)
+    conn = connect_plain(path, name)
+    try:
+        problem = schema_problem(conn)
+        if problem is None:
+            enable_wal(conn)
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute(SCHEMA)
+            conn.execute(JUDGES_SCHEMA)
+    except sqlite3.DatabaseError as error:
+        conn.close()
+        raise _database_error(path, name, error) from None
+    if problem is not None:
+        conn.close()
+        raise CacheError(f"{name} {problem}. Nothing in it was changed: {_what_to_do(path)}")
+    return conn
+
+
+def check_cache_file(path: Path, name: str | None = None) -> None:
+    """Raise CacheError unless `path` can be used as the judge's reply cache (at task load, before any request:
+    a run fails there, not after its generation). Creates the file when missing."""
+    open_cache_file(Path(path), name or cache_name(Path(path))).close()
+
+
+def _check_writable(path: Path, name: str) -> None:
+    if path.is_dir():
+        raise CacheError(f"{name} is a folder, not a file: use a file path, e.g. {path / 'judge_cache.sqlite'}")
+    folder = path.parent
+    if folder.exists() and not folder.is_dir():
+        raise CacheError(f"{name} cannot be created: {folder} is a file, not a folder")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise CacheError(f"{name} cannot be created: its folder {folder}: {error.strerror or error}") from None
+    # SQLite writes the file and, in WAL mode, two files beside it (-wal, -shm): both must be writable.
+    for target, what in ((path, "the file"), (folder, f"its folder {folder}")):
+        if target.exists() and not os.access(target, os.W_OK):
+            raise CacheError(f"{name} cannot be written ({what} is read-only for this user): use a writable path")
+
+
+def connect_plain(path: Path, name: str) -> sqlite3.Connection:
+    try:
+        return sqlite3.connect(path, timeout=60.0, isolation_level=None)
+    except sqlite3.Error as error:
+        raise CacheError(f"{name} cannot be opened: {error}") from None
+
+
+def schema_problem(conn: sqlite3.Connection) -> str | None:
+    """What makes an SQLite file something other than a reply cache (None: a cache, or an empty file)."""
+    tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    if "replies" not in tables:
+        others = sorted(tables - {"judges"})
+        return f"is an SQLite database but not a capjudge reply cache (its tables: {', '.join(others)})" if others else None
+    missing = REPLY_COLUMNS - {row[1] for row in conn.execute("PRAGMA table_info(replies)")}
+    if missing:
+        return f"is not a capjudge reply cache (its table `replies` has no column {', '.join(sorted(missing))})"
+    return None
+
+
+def _database_error(path: Path, name: str, error: sqlite3.DatabaseError) -> CacheError:
+    if isinstance(error, sqlite3.OperationalError):  # could not open, read-only, locked, I/O: not the file's content
+        return CacheError(f"{name} cannot be used: SQLite says {error!s}. Check the path and its permissions")
+    # SQLITE_NOTADB ("file is not a database"), SQLITE_CORRUPT ("database disk image is malformed"): the content.
+    return CacheError(
+        f"{name} is damaged or not a capjudge reply cache (SQLite says: {error}). Nothing in it was changed: "
+        f"{_what_to_do(path)}; `sqlite3 {path} .recover` may salvage a damaged cache's replies"
+    )
+
+
+def _what_to_do(path: Path) -> str:
+    return (
+        f"move it aside (with its -wal and -shm files, if any: `mv {path} {path}.broken`) to start an empty cache, "
+        "or use another file"
+    )
+
+
+def connect(path: Path) -> sqlite3.Connection:
+    conn = sqlite3.connect(path, timeout=60.0, isolation_level=None)
+    enable_wal(conn)
+    conn.execute("PRAGMA synchronous=NORMAL")
+    return conn
+
+
+def enable_wal(conn: sqlite3.Connection, patience: float = 60.0) -> None:
+    """Switch the file to WAL (persistent: done once per file). Two processes opening a new cache at the same
+    moment can both try; SQLite then answers "database is locked" at once, without waiting on the busy
+    timeout (it cannot wait inside that lock upgrade without risking a deadlock), so wait and try again."""
+    deadline = time.monotonic() + patience
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as error:
+            if "locked" not in str(error) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
