@@ -79,7 +79,7 @@ class FrameGeometry:
             images = (sample_frames(video, self.sample_points, self.shown) if video is not None
                       else load_frames(frames, self.sample_points, self.shown))  # type: ignore[arg-type]
             if self.layout == "strip":
-                from capjudge.judges.gveval.frame_strip import build_strip, strip_image_part
+                from capjudge.judges.frame_strip import build_strip, strip_image_part
 
                 return (strip_image_part(build_strip(images)),)
             if self.image_format == "PNG":

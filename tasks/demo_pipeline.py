@@ -101,7 +101,7 @@ def _run_steps(options: DemoOptions, out: Path, steps: list[str], server_context
     from capjudge.metrics.item_report.page import write_page
     from capjudge.metrics.item_report.report import build_item_report, items_link
     from capjudge.metrics.leaderboard.board import LeaderboardSettings, build_leaderboard
-    from capjudge.metrics.files.runs import read_runs
+    from capjudge.metrics.files.runs import RESULTS_SUFFIX, read_runs
     from capjudge.metrics.leaderboard.render import write_leaderboard
 
     with server_context as local:
@@ -114,7 +114,7 @@ def _run_steps(options: DemoOptions, out: Path, steps: list[str], server_context
                 progress.set_postfix_str(caption_set)
                 log_file = out / f"lmms_eval_{caption_set}.log"
                 run_dir = out / "runs" / caption_set
-                before = set(run_dir.rglob("*_results.json")) if run_dir.exists() else set()
+                before = set(run_dir.rglob(f"*{RESULTS_SUFFIX}")) if run_dir.exists() else set()
                 with log_file.open("w") as log:
                     process = subprocess.Popen(lmms_eval_command(caption_set, out, options.limit), env=env,
                                                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
@@ -124,7 +124,7 @@ def _run_steps(options: DemoOptions, out: Path, steps: list[str], server_context
                           f"with it; its log: {log_file}", file=sys.stderr)
                     return 1
                 # lmms-eval can exit 0 after a failed evaluation: a new results file is the proof of success.
-                written = set(run_dir.rglob("*_results.json")) - before if run_dir.exists() else set()
+                written = set(run_dir.rglob(f"*{RESULTS_SUFFIX}")) - before if run_dir.exists() else set()
                 if process.returncode != 0 or not written:
                     print(f"lmms-eval failed for caption set '{caption_set}' (exit {process.returncode}, "
                           f"no new results file); see {log_file}", file=sys.stderr)

@@ -40,7 +40,7 @@ def test_a_bug_while_building_a_request_raises_instead_of_passing_for_bad_input(
     def broken_strip(frames):  # stands for any programming error inside frame drawing
         raise ValueError("bug: strip drawing failed")
 
-    monkeypatch.setattr("capjudge.judges.gveval.frame_strip.build_strip", broken_strip)
+    monkeypatch.setattr("capjudge.judges.frame_strip.build_strip", broken_strip)
     with pytest.raises(ValueError, match="bug: strip drawing failed"):
         GVEvalJudge(make_client(server)).judge(CAPTION, video=clip)
     assert server.log == []

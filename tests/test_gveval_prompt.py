@@ -13,7 +13,7 @@ import pytest
 from PIL import Image
 
 from capjudge.judges.gveval import judge as gveval
-from capjudge.judges.gveval.frame_strip import BAR_HEIGHT, FRAME_HEIGHT, TILE_WIDTH, build_strip
+from capjudge.judges.frame_strip import BAR_HEIGHT, FRAME_HEIGHT, TILE_WIDTH, build_strip
 from capjudge.judges.gveval.judge import (
     DEFAULT_SAMPLING,
     JUDGE_VERSION,

@@ -155,7 +155,7 @@ def test_a_batch_state_file_is_written_owner_only_whatever_the_umask(tmp_path):
     import os
     import stat
 
-    from capjudge.metrics.files.outputs import write_replacing
+    from capjudge.judges.atomic_files import write_replacing
 
     previous = os.umask(0o022)
     try:

@@ -56,7 +56,12 @@ def custom_id(item_id: str, sample_index: int) -> str:
 class BatchInputWriter:
     """Writes request lines to JSONL files as they come (nothing held in memory but the line refs), starting a
     new file before one would exceed the request or byte limit. Thread-safe: the collect pass judges items
-    from several threads."""
+    from several threads.
+
+    Streamed in place rather than through `capjudge.judges.atomic_files` (which writes a file from content
+    given at once): a file is up to 200 MB of lines arriving from several threads, and it is read (uploaded)
+    only after `close`, by this process; the state file names it only then, so a run killed while writing
+    leaves a file nothing reads, which the rerun's round writes again from its start."""
 
     def __init__(self, folder: Path, prefix: str, endpoint: str, limits: BatchLimits = BatchLimits()):
         self.folder = Path(folder)

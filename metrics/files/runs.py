@@ -23,7 +23,7 @@ from capjudge.metrics.files.jsonl import read_json
 from capjudge.metrics.files.run_file_error import RunFileError
 from capjudge.metrics.files.task_run import TaskRun, read_task
 
-_RESULTS_SUFFIX = "_results.json"
+RESULTS_SUFFIX = "_results.json"
 # What `capjudge judge` records in its results file: the run's exact name, and the instant it started (ISO 8601
 # with its UTC offset). lmms-eval records its start as `date`, a `%Y%m%d_%H%M%S` stamp in the time zone of its
 # `--timezone` option (default Asia/Singapore), kept in `config.resolved_cli_args.timezone`.
@@ -69,9 +69,9 @@ def find_results_files(path: Path) -> list[Path]:
         return [path]
     if not path.is_dir():
         raise RunFileError(f"{path}: no such file or folder")
-    found = sorted(p for p in path.rglob(f"*{_RESULTS_SUFFIX}") if p.is_file())
+    found = sorted(p for p in path.rglob(f"*{RESULTS_SUFFIX}") if p.is_file())
     if not found:
-        raise RunFileError(f"{path}: no lmms-eval results file (*{_RESULTS_SUFFIX}) in this folder")
+        raise RunFileError(f"{path}: no lmms-eval results file (*{RESULTS_SUFFIX}) in this folder")
     return found
 
 
@@ -175,7 +175,7 @@ def samples_path(results_path: Path, task: str) -> Path:
 
 def _date_id(results_path: Path) -> str:
     name = results_path.name
-    return name[: -len(_RESULTS_SUFFIX)] if name.endswith(_RESULTS_SUFFIX) else results_path.stem
+    return name[: -len(RESULTS_SUFFIX)] if name.endswith(RESULTS_SUFFIX) else results_path.stem
 
 
 def read_run(results_path: Path, name: str | None = None) -> Run:

@@ -37,7 +37,8 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from capjudge.metrics.files.jsonl import decode_json
-from capjudge.metrics.files.outputs import writable_folder, write_replacing
+from capjudge.judges.atomic_files import write_replacing
+from capjudge.metrics.files.outputs import writable_folder
 from capjudge.metrics.human_correlation.baselines import (
     BASELINE_SCORERS,
     BaselineScores,

@@ -44,7 +44,7 @@ from matplotlib.collections import PathCollection
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from capjudge.metrics.files.outputs import write_replacing
+from capjudge.judges.atomic_files import write_replacing
 from capjudge.metrics.statistics.correlation import BootstrapSettings, Coefficient, build_pairs
 from capjudge.metrics.human_correlation.correlation_report import ALL_ITEMS, CorrelationReport
 

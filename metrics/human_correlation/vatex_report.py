@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 from capjudge.metrics.files.jsonl import numbered_objects
 from capjudge.metrics.files.run_file_error import RunFileError
-from capjudge.metrics.files.runs import read_runs
+from capjudge.metrics.files.runs import RESULTS_SUFFIX, read_runs
 from capjudge.metrics.files.task_run import TaskRun, logged_record
 from capjudge.metrics.files.values import NotANumber, item_number
 from capjudge.metrics.human_correlation.vatex_eval import VatexCandidate, clip_ids, ratings_matrix
@@ -111,7 +111,7 @@ def read_scorer(path: str | Path, candidates: Sequence[VatexCandidate], *, metri
                 task: str | None = None) -> Scorer:
     """A run folder (or results JSON) of a VATEX task, or a JSONL of {clip_id, candidate_index, score}."""
     path = Path(path)
-    if path.is_dir() or path.name.endswith("_results.json"):
+    if path.is_dir() or path.name.endswith(RESULTS_SUFFIX):
         return _run_scorer(path, candidates, metric, task)
     if not path.is_file():
         raise VatexReportError(f"{path}: no such file or folder")

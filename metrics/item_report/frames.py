@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from capjudge.judges.atomic_files import write_replacing
 from capjudge.judges.descriptor import FrameGeometry
 from capjudge.judges.known_judges import SHIPPED_JUDGES, judge_descriptor
 from capjudge.judges.record import Judgment, LoggedJudge
@@ -144,7 +145,7 @@ class FrameRenderer:
         for number, part in enumerate(parts, start=1):
             suffix = ".png" if part.media_type == "image/png" else ".jpg"
             path = folder / f"{stem}-{number}{suffix}"
-            path.write_bytes(part.data)  # exactly the bytes the judge request carried
+            write_replacing(path, part.data)  # exactly the bytes the judge request carried
             written.append(path.relative_to(self.out).as_posix())
         return tuple(written)
 

@@ -54,7 +54,7 @@ def render_page(report: ItemReport, title: str = "capjudge: items and judgments"
 
 def write_page(report: ItemReport, out: Path) -> Path:
     """Write the page whole or not at all (a reader never finds half a page)."""
-    from capjudge.metrics.files.outputs import write_replacing
+    from capjudge.judges.atomic_files import write_replacing
 
     out.mkdir(parents=True, exist_ok=True)
     page = out / PAGE_NAME

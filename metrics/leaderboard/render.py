@@ -30,6 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from capjudge.judges.atomic_files import discard, publish_replacing, stage, write_replacing
 from capjudge.judges.client.panel import (
     ALPHA_METRIC as PANEL_ALPHA,
     KENDALL_METRIC as PANEL_KENDALL,
@@ -49,7 +50,6 @@ from capjudge.metrics.leaderboard.layout import (
     legend,
     task_sections,
 )
-from capjudge.metrics.files.outputs import discard, publish_replacing, stage
 
 MARKDOWN_WIDTH = 120
 MODEL_NAME_WIDTH = 24  # longer names are shortened in the Markdown tables (see short_names)
@@ -252,7 +252,7 @@ def _usage_lines(board: Leaderboard, shorts: dict[str, str], width: int) -> list
 
 
 def write_csv(board: Leaderboard, path: Path) -> None:
-    Path(path).write_text(render_csv(board), encoding="utf-8", newline="")
+    write_replacing(Path(path), render_csv(board))
 
 
 def render_csv(board: Leaderboard) -> str:

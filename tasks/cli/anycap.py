@@ -76,6 +76,7 @@ def register(groups: "CommandGroups") -> None:
 def run_render(args: argparse.Namespace) -> int:
     from capjudge.judges.anycap.judge import build_request
     from capjudge.judges.anycap.length_rule import UnknownCaptionType
+    from capjudge.judges.atomic_files import write_replacing
     from capjudge.judges.video import VideoError
 
     # Read here, not at import: --model, then the environment, then the request's published default.
@@ -97,7 +98,7 @@ def run_render(args: argparse.Namespace) -> int:
         return 2  # bad input, as for every capjudge command (1 is kept for "the reply did not parse")
     args.out.mkdir(parents=True, exist_ok=True)
     target = args.out / "request.json"
-    target.write_text(json.dumps(request.body(model), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    write_replacing(target, json.dumps(request.body(model), indent=2, ensure_ascii=False) + "\n")
     print(target)
     return 0
 

@@ -40,6 +40,7 @@ def register(groups: Any) -> None:
 
 
 def _render(args: argparse.Namespace) -> int:
+    from capjudge.judges.atomic_files import write_replacing
     from capjudge.judges.gveval.judge import PUBLISHED_MODEL, build_request
     from capjudge.judges.types import ImagePart
     from capjudge.judges.video import VideoError
@@ -56,10 +57,10 @@ def _render(args: argparse.Namespace) -> int:
         return 2
     args.out.mkdir(parents=True, exist_ok=True)
     body = request.body(model)
-    (args.out / "request.json").write_text(json.dumps(body, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+    write_replacing(args.out / "request.json", json.dumps(body, ensure_ascii=False, indent=2) + "\n")
     images = [part for part in request.parts if isinstance(part, ImagePart)]
     if images:
-        (args.out / "frames.png").write_bytes(_as_png(images[0]))
+        write_replacing(args.out / "frames.png", _as_png(images[0]))
     return 0
 
 

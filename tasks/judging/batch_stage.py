@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from capjudge.judges.atomic_files import write_replacing
 from capjudge.judges.client.batch import (
     BatchApi,
     BatchInputWriter,
@@ -92,8 +93,6 @@ class BatchState:
         return cls(path, {"run": dict(run), "round": 0, "batches": [], "line_failures": {}})
 
     def save(self) -> None:
-        from capjudge.metrics.files.outputs import write_replacing
-
         self.path.parent.mkdir(parents=True, exist_ok=True)
         # Owner-only: the batch and file ids in it reach the judged captions with the user's key.
         write_replacing(self.path, json.dumps(self.data, indent=1), private=True)
@@ -163,7 +162,7 @@ def run_batches(
 
 def _submit(state: BatchState, api: BatchApi, path: Path, refs: list[LineRef], say: Callable[[str], None]) -> None:
     refs_path = path.with_suffix(".refs.json")
-    refs_path.write_text(json.dumps({ref.custom_id: [ref.key, ref.judge_version] for ref in refs}), encoding="utf-8")
+    write_replacing(refs_path, json.dumps({ref.custom_id: [ref.key, ref.judge_version] for ref in refs}))
     entry: dict[str, Any] = {"input": path.name, "refs": refs_path.name, "lines": len(refs), "bytes": path.stat().st_size}
     state.batches.append(entry)
     state.save()

@@ -35,7 +35,6 @@ from typing import Any
 
 from capjudge.judges.record import FAILURE_KEY, JUDGMENT_KEY, RECORD_METRIC
 
-RESULTS_SUFFIX = "_results.json"
 # A model name longer than this (in UTF-8) is refused: no filesystem takes it as a folder name, and no real
 # model is called that.
 MAX_NAME_BYTES = 255
@@ -142,7 +141,7 @@ def run_folder_name(name: str) -> str:
 
 def _find_samples(run: Path, task: str) -> tuple[Path, Path]:
     from capjudge.metrics.files.run_file_error import RunFileError
-    from capjudge.metrics.files.runs import find_results_files
+    from capjudge.metrics.files.runs import RESULTS_SUFFIX, find_results_files, samples_path
 
     try:
         candidates = find_results_files(run)
@@ -150,10 +149,9 @@ def _find_samples(run: Path, task: str) -> tuple[Path, Path]:
         raise JudgeStageError(str(error)) from None
     found = []
     for results_path in candidates:
-        date_id = results_path.name.removesuffix(RESULTS_SUFFIX)
-        samples_path = results_path.with_name(f"{date_id}_samples_{task}.jsonl")
-        if samples_path.is_file():
-            found.append((results_path, samples_path))
+        samples = samples_path(results_path, task)
+        if samples.is_file():
+            found.append((results_path, samples))
     if not found:
         raise JudgeStageError(
             f"{run}: no samples of task {task!r} (*_samples_{task}.jsonl beside a *{RESULTS_SUFFIX}); run lmms-eval "
@@ -297,7 +295,8 @@ def _run_folder(out: Path, source: CaptionSource) -> Path:
 def _writable_run_folder(out: Path, source: CaptionSource) -> Path:
     """The run's folder, made and checked before anything is judged: an --out that is a file or cannot be
     written is one error, not a traceback after every item was paid for."""
-    from capjudge.metrics.files.outputs import OutputError, sweep_stale_partials, writable_folder
+    from capjudge.judges.atomic_files import sweep_stale_partials
+    from capjudge.metrics.files.outputs import OutputError, writable_folder
 
     try:
         writable_folder(Path(out))
@@ -313,8 +312,10 @@ def _write_run(folder: Path, source: CaptionSource, task: Any, task_name: str, a
                lines: Sequence[Mapping[str, Any]], started: datetime) -> Path:
     """Write the samples, then the results file that makes the run visible, each whole and under a name no
     file has: the start's local time to the microsecond, numbered on if even that is taken."""
-    from capjudge.metrics.files.outputs import discard, publish_new, stage
-    from capjudge.metrics.files.runs import CAPJUDGE_VERSION_FIELD, RUN_NAME_FIELD, STARTED_FIELD
+    from capjudge.judges.atomic_files import discard, publish_new, stage
+    from capjudge.metrics.files.runs import (
+        CAPJUDGE_VERSION_FIELD, RESULTS_SUFFIX, RUN_NAME_FIELD, STARTED_FIELD, samples_path,
+    )
     from capjudge.tasks import capjudge_version
 
     stamp = started.strftime("%Y%m%d_%H%M%S_%f")
@@ -331,18 +332,19 @@ def _write_run(folder: Path, source: CaptionSource, task: Any, task_name: str, a
         STARTED_FIELD: started.isoformat(),
     }
     results_text = json.dumps(results, indent=2, default=str, ensure_ascii=False) + "\n"
-    samples = stage(folder / f"{stamp}_samples_{task_name}.jsonl",
+    first_results = folder / f"{stamp}{RESULTS_SUFFIX}"
+    samples = stage(samples_path(first_results, task_name),
                     (json.dumps(line, default=str, ensure_ascii=False) + "\n" for line in lines))
-    staged_results = stage(folder / f"{stamp}{RESULTS_SUFFIX}", [results_text])
+    staged_results = stage(first_results, [results_text])
     try:
         for date_id in _fresh_names(stamp):
             results_path = folder / f"{date_id}{RESULTS_SUFFIX}"
-            samples_path = folder / f"{date_id}_samples_{task_name}.jsonl"
-            if results_path.exists() or not publish_new(samples, samples_path):
+            run_samples = samples_path(results_path, task_name)
+            if results_path.exists() or not publish_new(samples, run_samples):
                 continue
             if publish_new(staged_results, results_path):
                 return results_path
-            samples_path.unlink()  # ours, but the results name was taken meanwhile: try the next name
+            run_samples.unlink()  # ours, but the results name was taken meanwhile: try the next name
     finally:
         discard(samples, staged_results)
     raise AssertionError("unreachable: _fresh_names never ends")

@@ -1,4 +1,5 @@
-"""The one image G-VEval's video judge sees: sampled frames side by side, each over a labelled white bar.
+"""A descriptor's "strip" frame layout (`FrameGeometry.layout`), judge-neutral: sampled frames side by side in
+one image, each over a labelled white bar. It is the one image G-VEval's video judge sees, laid out as published.
 
 Layout measured on the published example (shared data gveval_example/video1_frames.png, 1536x512): each
 frame is resized to 512x462 and sits ABOVE a 50 px white bar; the bar carries "Frame k" in black, left
