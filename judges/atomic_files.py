@@ -76,16 +76,31 @@ def _writer() -> str:
     return f"{host}-{os.getpid()}"
 
 
-def sweep_stale_partials(folder: Path) -> list[Path]:
+# A temporary file lives for the seconds its writer needs to fill it. One older than this whose writer's pid is
+# not running here was left by a killed writer: the age also spares a live writer that this process cannot see
+# (another PID namespace under the same host name, e.g. containers sharing the host's network and a folder).
+STALE_AFTER_SECONDS = 3600.0
+
+
+def sweep_stale_partials(folder: Path, now: float | None = None) -> list[Path]:
     """Remove the temporary files in `folder` that a writer on this host left when it was killed (its pid is no
-    longer running); return them. Others' files (a live writer's, another host's) are left as they are."""
+    longer running, and the file is older than STALE_AFTER_SECONDS); return them. Others' files (a live
+    writer's, another host's, one we may not remove) are left as they are."""
+    import time
+
     this_host = _writer().rsplit("-", 1)[0]
+    now = time.time() if now is None else now
     removed = []
     for path in Path(folder).glob(f".*{_PARTIAL_SUFFIX}"):
         match = _PARTIAL_NAME.match(path.name)
         if match is None or match["host"] != this_host or _running(int(match["pid"])):
             continue
-        path.unlink(missing_ok=True)
+        try:
+            if now - path.stat().st_mtime < STALE_AFTER_SECONDS:
+                continue
+            path.unlink()
+        except OSError:  # gone meanwhile, or not ours to remove (a shared folder): leave it
+            continue
         removed.append(path)
     return removed
 

@@ -117,3 +117,24 @@ def test_a_predict_only_run_needs_no_judge_key_nor_endpoint(tmp_path):
     assert outcome.returncode == 0, outcome.output[-3000:]
     run = outcome.require_run()
     assert len(run.samples(TASK)) == N_ITEMS
+
+
+def test_a_predict_only_run_from_a_config_file_needs_no_judge_key_either(tmp_path):
+    # lmms-eval applies --config files after its command line: predict_only set there must count the same.
+    import yaml
+
+    config = tmp_path / "generate_only.yaml"
+    config.write_text(yaml.safe_dump({
+        "model": "captions_file", "model_args": f"path={GOOD},model_name=good", "tasks": TASK,
+        "output_path": str(tmp_path / "out"), "log_samples": True, "predict_only": True,
+        "include_path": str(REPO_ROOT / "tasks"),
+    }), encoding="utf-8")
+    with judge_server() as judge:
+        outcome = launch_lmms_eval(model="captions_file", model_args=f"path={GOOD},model_name=good", tasks=TASK,
+                                   output_path=tmp_path / "out", judge_base_url=judge.base_url,
+                                   cache_path=tmp_path / "cache.sqlite", include_path=None, log_samples=False,
+                                   extra_args=["--config", str(config)],
+                                   env={"OPENAI_API_KEY": "", "OPENAI_BASE_URL": "", "MODEL_VERSION": ""})
+        assert judge.log == [] and judge.preflights == []
+    assert outcome.returncode == 0, outcome.output[-3000:]
+    assert len(outcome.require_run().samples(TASK)) == N_ITEMS

@@ -91,6 +91,7 @@ def test_a_rerun_removes_the_temporary_files_a_killed_run_left_and_only_those(ju
     import socket
     import subprocess
     import sys
+    import time
 
     out = tmp_path / "out"
     folder = out / judged.name  # the run folder `capjudge judge --model-name good` writes into
@@ -103,15 +104,20 @@ def test_a_rerun_removes_the_temporary_files_a_killed_run_left_and_only_those(ju
     live = folder / f".20260101_000000_000000_results.json.{host}-{os.getpid()}.x8q1.partial"
     elsewhere = folder / f".20260101_000000_000000_results.json.otherhost-{dead_pid}.p0z9.partial"
     not_ours = folder / ".notes.partial"
-    for path in (left, live, elsewhere, not_ours):
+    just_left = folder / f".20260101_000000_000001_results.json.{host}-{dead_pid}.m2n4.partial"  # too recent
+    for path in (left, live, elsewhere, not_ours, just_left):
         path.write_text("half a file", encoding="utf-8")
+        if path != just_left:  # two hours old: past the age at which a dead writer's file is swept
+            two_hours_ago = time.time() - 7200
+            os.utime(path, (two_hours_ago, two_hours_ago))
     with judge_server() as judge:
         done = run_capjudge("judge", "--captions", str(CAPTIONS), "--model-name", "good", "--task", TASK,
                             "--out", str(out), env=_env(judge, tmp_path / "run"))
     assert done.returncode == 0, done.stderr[-3000:]
     assert f"capjudge judge: removed {left}, left by a killed run" in done.stderr
     assert not left.exists()
-    assert live.exists() and elsewhere.exists() and not_ours.exists()  # a live writer's, another host's, unknown
+    # A live writer's, another host's, not a writer's name, and one too recent to call abandoned.
+    assert live.exists() and elsewhere.exists() and not_ours.exists() and just_left.exists()
     assert len(list(folder.glob("*_results.json"))) == 1
 
 

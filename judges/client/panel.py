@@ -238,7 +238,8 @@ def _member(entry: Any, position: int, where: str, env: Mapping[str, str], confi
                               f"USD per 1M tokens, got {prices}")
     member_prices = (float(prices[0]), float(prices[1])) if prices[0] is not None else None
     key_variable = text.get("api_key_env")
-    if key_variable is not None and not looks_like_variable_name(key_variable):
+    # A pasted key is never also the name of a set variable: only an unset name is judged by its looks.
+    if key_variable is not None and key_variable not in env and not looks_like_variable_name(key_variable):
         raise ConfigError(f"{at}: `api_key_env` does not look like a variable name (it must name the environment "
                           "variable that holds the key, never hold the key itself; its value is not shown here)")
     endpoint = endpoint_identity(api_type, text.get("base_url"), text.get("azure_endpoint"))

@@ -118,8 +118,14 @@ def _explain(error: openai.APIError, config: JudgeConfig, where: str, answer: st
             log.warning("pre-flight: %s answered HTTP %s; it is there but busy, continuing", where, error.status_code)
             return None
         return ConfigError(f"pre-flight: {where} rejected a minimal request (HTTP {error.status_code}: "
-                           f"{str(error.message)[:200]}) {SKIP}")
-    return ConfigError(f"pre-flight: {where} did not answer with {answer}: {str(error)[:200]}")
+                           f"{_server_text(error.message, config)}) {SKIP}")
+    return ConfigError(f"pre-flight: {where} did not answer with {answer}: {_server_text(error, config)}")
+
+
+def _server_text(text: object, config: JudgeConfig, limit: int = 200) -> str:
+    """A server's error text for a message: redacted first, then cut (cut first, a key echoed across the cut
+    would leave a prefix no redaction pattern matches)."""
+    return Redactor.for_config(config)(str(text))[:limit]
 
 
 def _send_batch_probe(config: JudgeConfig, model: str) -> None:

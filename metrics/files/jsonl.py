@@ -113,5 +113,6 @@ def _has_lone_surrogate(value: Any) -> bool:
     return False
 
 
-def read_objects(path: str | Path, error: type[Exception] = ValueError, what: str = "") -> list[dict[str, Any]]:
-    return [value for _, value in numbered_objects(path, error, what)]
+def read_objects(path: str | Path, error: type[Exception] = ValueError, what: str = "", *,
+                 unique_keys: bool = False) -> list[dict[str, Any]]:
+    return [value for _, value in numbered_objects(path, error, what, unique_keys=unique_keys)]

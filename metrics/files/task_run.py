@@ -145,7 +145,7 @@ def read_task(
             task, tuple(metric_names), directions, harness_values, None, {}, {},
             {config_judge: 0} if config_judge else {}, "config" if config_judge else "unknown", None, descriptive,
         )
-    numbered = list(numbered_objects(samples_path, RunFileError))
+    numbered = list(numbered_objects(samples_path, RunFileError, unique_keys=True))
     lines = [line for _, line in numbered]
     if not metric_names:  # no config and no results: take what the task logged
         metric_names = sorted({k for line in lines for k in line if k not in _LMMS_SAMPLE_FIELDS and k not in (ITEM_ID_KEY, JUDGE_KEY, RECORD_METRIC)})

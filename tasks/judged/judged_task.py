@@ -313,7 +313,7 @@ class JudgedTask(SourcedTask):
 
     def check_judge(self) -> None:
         """Unless CAPJUDGE_PREFLIGHT=0: the judge answers one minimal request with the model items will use."""
-        if not self.sends_requests or not preflight_enabled():
+        if not self.sends_requests or not preflight_enabled() or lmms_eval_predict_only():
             return
         resolved = self._resolve()
         if resolved.panel is None:

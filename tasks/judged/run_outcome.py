@@ -132,9 +132,27 @@ def lmms_eval_predict_only() -> bool:
     from lmms_eval.__main__ import parse_eval_args
 
     try:
-        return bool(getattr(parse_eval_args()[1], "predict_only", False))
+        arguments = parse_eval_args()[1]
     except SystemExit:  # not parseable as lmms-eval's command line after all
         return False
+    return bool(getattr(arguments, "predict_only", False)) or _config_file_predicts_only(getattr(arguments, "config", None))
+
+
+def _config_file_predicts_only(path: str | None) -> bool:
+    """Whether lmms-eval's --config file (one configuration or a list of them) asks for predict_only; lmms-eval
+    applies the file after the command line, so the parsed arguments alone do not show it. An unreadable file
+    is lmms-eval's to report: False here."""
+    if not path:
+        return False
+    import yaml
+
+    try:
+        with open(path, encoding="utf-8") as handle:
+            loaded = yaml.safe_load(handle)
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return False
+    entries = loaded if isinstance(loaded, list) else [loaded]
+    return any(isinstance(entry, dict) and bool(entry.get("predict_only")) for entry in entries)
 
 
 def _exit_unsuccessfully() -> None:

@@ -122,7 +122,7 @@ def load_rows(source: DataSource, item_format: ItemFormat, split: str) -> list[d
 
 def read_json_lines(path: Path) -> list[dict[str, Any]]:
     """A JSONL file as a list of objects; a bad line is a DatasetError naming the file and line."""
-    return read_objects(path, DatasetError)
+    return read_objects(path, DatasetError, unique_keys=True)  # JSON keeps the last of a key given twice, silently
 
 
 def record_id(record: Mapping[str, Any], position: int) -> str:

@@ -95,16 +95,18 @@ def load_caption_set(path: str | Path, id_field: str | None = None, caption_fiel
         raise CaptionsFileError(f"captions file {path}: no such file")
     what = f"captions file {path}"
     if path.suffix.lower() == ".jsonl":
-        records: Any = read_objects(path, CaptionsFileError, what)
+        records: Any = read_objects(path, CaptionsFileError, what, unique_keys=True)
     else:
         try:
-            records = read_json(path, CaptionsFileError, what, unique_keys=True, top_level_key="item id")
+            records = read_json(path, CaptionsFileError, what)  # JSON at all? (duplicates are checked below)
         except CaptionsFileError as not_json:
             # A .json file that is really JSON lines is common enough to accept.
             try:
-                records = read_objects(path, CaptionsFileError, what)
+                records = read_objects(path, CaptionsFileError, what, unique_keys=True)
             except CaptionsFileError:
                 raise not_json from None
+        else:  # one JSON document: an id (or a field) twice in it is refused, whatever its line count
+            records = read_json(path, CaptionsFileError, what, unique_keys=True, top_level_key="item id")
     captions: dict[str, str] = {}
     used_fields: set[str] = set()
     if isinstance(records, dict):
