@@ -23,9 +23,11 @@ kill or signal the process, or that test the entry point itself.
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -214,6 +216,7 @@ def launch_lmms_eval(
     if limit is not None:
         command += ["--limit", str(limit)]
     command += list(extra_args)
+    _wait_for_a_new_second(output_path)
     before = _results_files(output_path)
     environment = harness_env(
         judge_base_url,
@@ -228,9 +231,23 @@ def launch_lmms_eval(
             command, cwd=REPO_ROOT, env=environment, capture_output=True, text=True, timeout=timeout,
             check=False,  # a failed run is reported by HarnessOutcome, not raised here
         )
+    _last_end[output_path.resolve()] = time.time()
     after = _results_files(output_path)
     new_files = tuple(sorted(path for path, written in after.items() if before.get(path) != written))
     return HarnessOutcome(tuple(command), completed.returncode, completed.stdout, completed.stderr, output_path, new_files)
+
+
+# When the last run into each output folder returned. lmms-eval names a run's files after the second it
+# started and APPENDS samples to `<date>_samples_<task>.jsonl`: two runs started in the same second into one
+# folder share a results file and mix their samples (a flake seen twice: a fast rerun after a run that failed
+# fast). A run that starts after the second in which the previous one ended cannot share its start second.
+_last_end: dict[Path, float] = {}
+
+
+def _wait_for_a_new_second(output_path: Path) -> None:
+    ended = _last_end.get(output_path.resolve())
+    if ended is not None:
+        time.sleep(max(0.0, math.floor(ended) + 1 - time.time()))
 
 
 def _results_files(output_path: Path) -> dict[Path, tuple[int, int]]:
