@@ -16,8 +16,10 @@ from capjudge.tasks import TASKS_DIR
 from capjudge.tasks.cli.bounds import MAX_BATCH_BYTES, MAX_BATCH_REQUESTS, MAX_PROCESSES, count_argument
 
 
-# Between two status checks of a batch: at least a second (0 would poll the API in a tight loop), at most an
-# hour (batches complete within 24 h; NaN or inf would end in a traceback after the batches were paid for).
+# Between two status checks of a batch: above 0 (0 would poll the API in a tight loop; a test's local batch
+# server is polled every 0.05 s), at most an hour (batches complete within 24 h; NaN or inf would end in a
+# traceback after the batches were paid for).
+MIN_POLL_SECONDS = 0.01
 MAX_POLL_SECONDS = 3600
 
 
@@ -27,8 +29,9 @@ def poll_seconds(text: str) -> float:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"must be a number of seconds, got {text!r}") from None
-    if not (math.isfinite(value) and 1 <= value <= MAX_POLL_SECONDS):
-        raise argparse.ArgumentTypeError(f"must be from 1 to {MAX_POLL_SECONDS:,} seconds, got {text!r}")
+    if not (math.isfinite(value) and MIN_POLL_SECONDS <= value <= MAX_POLL_SECONDS):
+        raise argparse.ArgumentTypeError(
+            f"must be from {MIN_POLL_SECONDS:g} to {MAX_POLL_SECONDS:,} seconds, got {text!r}")
     return value
 
 
@@ -51,7 +54,7 @@ def register(groups: Any) -> None:
     batch.add_argument("--batch", action="store_true", help="judge through the Batch API; rerun the same command to re-attach")
     batch.add_argument("--no-wait", action="store_true", help="submit (or check) and exit; rerun later to collect")
     batch.add_argument("--poll-seconds", type=poll_seconds, default=60.0,
-                       help=f"seconds between status checks (default 60; allowed 1 to {MAX_POLL_SECONDS:,})")
+                       help=f"seconds between status checks (default 60; allowed {MIN_POLL_SECONDS:g} to {MAX_POLL_SECONDS:,})")
     batch.add_argument("--retry-online", action="store_true",
                        help="ask what the batch left (unparsable replies, failed lines) online instead of in another batch")
     count_argument(parser, "--batch-max-requests", group=batch, low=1, high=MAX_BATCH_REQUESTS, default=MAX_BATCH_REQUESTS,
