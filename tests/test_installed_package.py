@@ -111,7 +111,10 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> InstalledCapjudge:
     venv = root / "venv"
     env = _clean_env()
     _pip_run(PROJECT_PYTHON, "-m", "venv", venv, env=env)
-    pip = [venv / "bin" / "python", "-m", "pip", "--disable-pip-version-check", "install", "-q"]
+    # --no-compile: what is installed is the same; the .pyc files pip would write for torch's and the others'
+    # thousands of modules cost this one-off venv a minute of CPU and are never used here (the machine sets
+    # PYTHONDONTWRITEBYTECODE anyway).
+    pip = [venv / "bin" / "python", "-m", "pip", "--disable-pip-version-check", "install", "-q", "--no-compile"]
     _pip_run(*pip, "openai>=3,<4", env=env)  # the user's environment has the newest openai already
     openai_before = _installed_version(venv / "bin" / "python", "openai")
     _pip_run(*pip, "torch==2.13.0", env=env)
