@@ -44,22 +44,14 @@ from capjudge.judges.record import (
 )
 from capjudge.judges.types import JudgeResult, ParseFailure, Usage
 from capjudge.tasks import capjudge_version
-from capjudge.judges.client.config import ConfigError
-from capjudge.judges.client.panel import Panel, configured_panel
 from capjudge.tasks.judged.item_judgment import ItemJudgment
-from capjudge.tasks.judged.panel_judging import (
-    MemberIdentity,
-    PanelPrejudged,
-    judge_with_panel,
-    panel_aggregations,
-    panel_higher_is_better,
-    panel_item_metrics,
-)
+from capjudge.tasks.judged.members import JudgmentsByMember, Member, judge_by_members
 from capjudge.tasks.judged.settings import MAX_CAPTION_CHARS_LIMIT, MAX_JUDGE_SAMPLES, parse_count, setting
 from capjudge.tasks.judged.sources import check_videos, missing_video_problem, video_path
-from capjudge.tasks.judged.prejudge import PrejudgedItems, item_key, prejudge
+from capjudge.tasks.judged.prejudge import item_key
 from capjudge.tasks.judged.run_outcome import lmms_eval_predict_only, max_failure_rate, running_as_lmms_eval
 from capjudge.tasks.judged.sourced_task import SourcedTask
+from capjudge.tasks.judged.who_judges import ItemHooks, WhoJudges, who_judges
 from lmms_eval.api.reasoning import parse_reasoning_tags_config, strip_reasoning_tags
 
 log = logging.getLogger(__name__)
@@ -147,18 +139,6 @@ def caption_preview(caption: str) -> str:
     return f"{caption[:CAPTION_PREVIEW_CHARS]}… [cut: {len(caption):,} characters in all]"
 
 
-_UNREAD = object()  # JudgedTask._panel before the panel setting is read
-
-
-@dataclass(frozen=True)
-class _Resolved:
-    settings: Any
-    config: JudgeConfig  # with a panel: its first member's (what a caller that needs one client gets)
-    identity: Mapping[str, Any]
-    panel: Panel | None = None
-    members: tuple[MemberIdentity, ...] = ()  # with a panel: each member's configuration and logged identity
-
-
 @contextmanager
 def counting_requests_only() -> Iterator[None]:
     """Tasks built inside this block (by `capjudge estimate`) only build and count their requests: loading them
@@ -178,10 +158,9 @@ class JudgedTask(SourcedTask):
     # False while `capjudge estimate` builds tasks (see `counting_requests_only`): their requests are built and
     # counted, never sent, so they need their settings but no judge endpoint, API key, reply cache or probe.
     sends_requests: ClassVar[bool] = True
-    _prejudged: PrejudgedItems | None = None
+    _prejudged: JudgmentsByMember | None = None
     _settings: Any = None
-    _resolved: _Resolved | None = None
-    _panel: Any = _UNREAD
+    _who: WhoJudges | None = None
 
     # -- what a judge's task supplies ---------------------------------------------------------------------
 
@@ -262,41 +241,21 @@ class JudgedTask(SourcedTask):
             self._settings = self.settings_type.resolve(self.config.metadata or {})  # type: ignore[attr-defined]
         return self._settings
 
+    def who_judges(self) -> WhoJudges:
+        """Who judges this task (one judge, or a panel: CAPJUDGE_PANEL or metadata `panel`), resolved once with the
+        settings, so a run cannot judge items under two settings or two juries; its problems are ConfigErrors
+        naming the file and member. The members' configurations (environment included) are built on first use."""
+        if self._who is None:
+            self._who = who_judges(self.settings(), self.config.metadata or {}, configs=self.sends_requests)
+        return self._who
+
     def judge_config(self) -> JudgeConfig:
-        """The judge configuration this task judges with (resolved once, environment included); with a panel,
-        its first member's (`judge_configs` gives every member's)."""
-        return self._resolve().config
+        """The judge configuration a caller that needs one client gets: the first (or only) member's."""
+        return self.who_judges().first_config()
 
     def judge_configs(self) -> tuple[JudgeConfig, ...]:
-        """Every judge configuration this task judges with: the one judge's, or each panel member's."""
-        resolved = self._resolve()
-        return tuple(member.config for member in resolved.members) or (resolved.config,)
-
-    def _resolve(self) -> _Resolved:
-        """The settings, the judge configuration and the judge's identity, resolved once (environment
-        overrides included) and used for every item, so a run cannot judge items under two settings."""
-        if self._resolved is None:
-            settings = self.settings()
-            panel = self.panel()
-            if panel is None:
-                config = JudgeConfig.from_env()
-                self._resolved = _Resolved(settings, config, settings.identity(config))
-            else:
-                members = tuple(MemberIdentity(m.name, m.config, {**settings.identity(m.config), "panel_member": m.name})
-                                for m in panel.members)
-                first = panel.members[0].config
-                # The panel's own record: the judge and its settings, the members instead of one model.
-                identity = {**settings.identity(first), "model": f"panel({','.join(panel.names)})", "endpoint": None,
-                            "panel": panel.logged()}
-                self._resolved = _Resolved(settings, first, identity, panel, members)
-        return self._resolved
-
-    def panel(self) -> Panel | None:
-        """The panel of judges this task judges with (CAPJUDGE_PANEL or metadata `panel`), None for one judge;
-        read once (its problems are ConfigErrors naming the file and member)."""
-        if self._panel is _UNREAD:
-            self._panel = configured_panel(self.config.metadata or {})
-        return self._panel  # type: ignore[return-value]
+        """Every judge configuration this task judges with: each member's (one, for one judge)."""
+        return tuple(member.config for member in self.who_judges().members)
 
     # -- load-time checks -------------------------------------------------------------------------------
 
@@ -315,22 +274,9 @@ class JudgedTask(SourcedTask):
         """Unless CAPJUDGE_PREFLIGHT=0: the judge answers one minimal request with the model items will use."""
         if not self.sends_requests or not preflight_enabled() or lmms_eval_predict_only():
             return
-        resolved = self._resolve()
-        if resolved.panel is None:
-            probe_judge(resolved.config, resolved.identity["model"], needs_logprobs=resolved.settings.needs_logprobs)
-            return
-        # A member that does not answer is reported by name; the run goes on while the rest make a quorum
-        # (its items then fail fast behind its breaker and are counted against it).
-        answering = 0
-        for member in resolved.members:
-            try:
-                probe_judge(member.config, member.identity["model"], needs_logprobs=resolved.settings.needs_logprobs)
-                answering += 1
-            except ConfigError as error:
-                log.error("capjudge: panel member %r: %s", member.name, error)
-        if answering < resolved.panel.quorum:
-            raise ConfigError(f"panel {resolved.panel.source}: {answering} of {len(resolved.members)} members answer, "
-                              f"fewer than the quorum of {resolved.panel.quorum} (each member's problem is logged above)")
+        needs_logprobs = self.settings().needs_logprobs
+        self.who_judges().check_answering(
+            lambda member: probe_judge(member.config, member.identity["model"], needs_logprobs=needs_logprobs))
 
     def check_rows(self, rows: list[dict[str, Any]]) -> None:
         if not self.settings().needs_video:
@@ -361,40 +307,25 @@ class JudgedTask(SourcedTask):
         self,
         items: Sequence[tuple[Mapping[str, Any], str]],
         *,
-        client_for: Callable[[Mapping[str, Any]], Any] | None = None,
+        client_for: Callable[[Member, Mapping[str, Any]], Any] | None = None,
         description: str | None = None,
         workers: int | None = None,
         bar_position: int = 0,
-    ) -> PrejudgedItems | PanelPrejudged:
-        """Judge every (doc, caption) at the client's concurrency, with a progress bar; used inside lmms-eval
-        (`apply_filters`) and by `capjudge judge`, so both make the same requests. `client_for(doc)` gives an
-        item its own client instead of the shared one (the batch stage's recorder); `workers` (default: the
-        client's bound) is this process's share of it when several processes judge (capjudge.tasks.judging.processes)."""
-        resolved = self._resolve()
-        if resolved.panel is not None:
-            if client_for is not None:
-                raise ConfigError("a panel of judges is judged through each member's own client; the Batch API "
-                                  "stage judges with one judge (unset CAPJUDGE_PANEL there)")
-            return judge_with_panel(
-                items, resolved.panel,
-                lambda doc, caption, client: type(self).judge_item(doc, caption, resolved.settings, client),
-                lambda member: shared_client(member.config), workers=workers,
+    ) -> JudgmentsByMember:
+        """Judge every (doc, caption) by every member at its client's concurrency, with a progress bar; used
+        inside lmms-eval (`apply_filters`) and by `capjudge judge`, so both make the same requests.
+        `client_for(member, doc)` gives an item its own client instead of the member's shared one (the Batch API
+        stage's recorders); `workers` (default: each member's bound) is this process's share of it when several
+        processes judge (capjudge.tasks.judging.processes)."""
+        who, settings = self.who_judges(), self.settings()
+        try:
+            return judge_by_members(
+                items, who.members, lambda doc, caption, client: type(self).judge_item(doc, caption, settings, client),
+                client_for or (lambda member, doc: shared_client(member.config)), workers=workers,
                 description=description or f"capjudge: judging {self.config.task}", bar_position=bar_position)
-        shared = shared_client(resolved.config)
-        store = PrejudgedItems()
-        prejudge(
-            items,
-            lambda doc, caption: type(self).judge_item(
-                doc, caption, resolved.settings, client_for(doc) if client_for is not None else shared
-            ),
-            workers=workers or resolved.config.max_concurrency,
-            description=description or f"capjudge: judging {self.config.task}",
-            into=store,
-            bar_position=bar_position,
-        )
-        # Every reply on disk before the harness moves on: a crash after this point loses no judging.
-        shared.flush_cache()
-        return store
+        finally:
+            for member in who.members:  # every reply on disk before the harness moves on: a crash loses none
+                shared_client(member.config).flush_cache()
 
     def _reasoning_tags(self) -> Any:
         """The reasoning tags lmms-eval will strip before process_results: the task's own setting, else the
@@ -410,40 +341,30 @@ class JudgedTask(SourcedTask):
         return parse_reasoning_tags_config(cli_value=cli_value, task_value=getattr(self.config, "reasoning_tags", None))
 
     def identity(self) -> Mapping[str, Any]:
-        return self._resolve().identity
+        return self.who_judges().identity
 
     def process_document(self, doc: dict[str, Any], results: list[str]) -> dict[str, Any]:
-        resolved = self._resolve()
         caption = results[0] if results else ""
         taken = self._prejudged.take(item_key(doc, caption)) if self._prejudged is not None else None
         if taken is None:  # not judged ahead (e.g. process_results called directly): judge it now
-            if resolved.panel is None:
-                taken = type(self).judge_item(doc, caption, resolved.settings, shared_client(resolved.config))
-            else:
-                taken = {m.name: type(self).judge_item(doc, caption, resolved.settings, shared_client(m.config))
-                         for m in resolved.members}
+            settings = self.settings()
+            taken = {member.name: type(self).judge_item(doc, caption, settings, shared_client(member.config))
+                     for member in self.who_judges().members}
         return self.metrics_for(doc, taken)
 
-    def metrics_for(self, doc: Mapping[str, Any], taken: Any) -> dict[str, Any]:
-        """The per-item metrics of what `judge_all`'s store gave for `doc`: one judgment, or with a panel each
-        member's (see capjudge.tasks.judged.panel_judging)."""
-        resolved = self._resolve()
-        cls, settings = type(self), resolved.settings
-        if resolved.panel is None:
-            return cls.item_metrics(doc, taken, resolved.identity)
-        return panel_item_metrics(
-            taken, resolved.panel, resolved.members, resolved.identity, settings.descriptor, cls.combine,
-            lambda caption, failure: cls.unjudged(doc, caption, settings, failure),
-            lambda judgment, identity: cls.item_metrics(doc, judgment, identity))
+    def metrics_for(self, doc: Mapping[str, Any], judgments: Mapping[str, ItemJudgment]) -> dict[str, Any]:
+        """The per-item metrics of an item's judgments, keyed by member (what `judge_all`'s store gives)."""
+        cls, settings = type(self), self.settings()
+        return self.who_judges().item_metrics(judgments, ItemHooks(
+            cls.combine, lambda caption, failure: cls.unjudged(doc, caption, settings, failure),
+            lambda judgment, identity: cls.item_metrics(doc, judgment, identity)))
 
     # -- what lmms-eval aggregates ----------------------------------------------------------------------
 
     def aggregation(self) -> dict[str, Any]:
         """The YAML's aggregations; with a panel also each member's, the panel's median grade (ordinal judges)
-        and its agreement figures (see capjudge.tasks.judged.panel_judging)."""
-        base, panel = super().aggregation(), self.panel()
-        return base if panel is None else panel_aggregations(base, panel.names, self.settings().descriptor)
+        and its agreement figures (see capjudge.tasks.judged.who_judges)."""
+        return self.who_judges().aggregations(super().aggregation())
 
     def higher_is_better(self) -> dict[str, Any]:
-        base, panel = super().higher_is_better(), self.panel()
-        return base if panel is None else panel_higher_is_better(base, panel.names, self.settings().descriptor)
+        return self.who_judges().higher_is_better(super().higher_is_better())

@@ -1,7 +1,8 @@
 """Judging every item with a panel of judges (capjudge.judges.client.panel), and what the run logs of it.
 
 Each member judges every item exactly as a run with that one judge would (same requests, same cache keys,
-same per-item record), through its own client. Per item the task then logs and aggregates:
+same per-item record), through its own client (capjudge.tasks.judged.members). Per item the task then logs
+and aggregates:
 
 - each member's metrics under `<metric>@<member>` (`gveval_mean@qwen`, `gveval_failed@qwen`, the member's
   record as `judged@qwen`), so every single-judge figure exists per member;
@@ -17,9 +18,7 @@ same per-item record), through its own client. Per item the task then logs and a
 from __future__ import annotations
 
 import statistics
-import threading
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from capjudge.judges.client.panel import (
@@ -36,7 +35,7 @@ from capjudge.judges.descriptor import JudgeDescriptor
 from capjudge.judges.types import ParseFailure
 from capjudge.tasks.judged.aggregations import count_failed, count_failed_by, mean_of_judged, panel_statistic
 from capjudge.tasks.judged.item_judgment import ItemJudgment
-from capjudge.tasks.judged.prejudge import PrejudgedItems, prejudge
+from capjudge.tasks.judged.members import Member
 from capjudge.judges.types import Usage
 
 PANEL_BELOW_QUORUM = "panel_below_quorum"
@@ -60,49 +59,6 @@ def agreement_metrics(members: Sequence[str]) -> list[tuple[str, str, tuple[int,
         for suffix in CI_SUFFIXES:
             figures.append((member_metric(f"{OFFSET_METRIC}{suffix}", member), f"offset{suffix}", (i,)))
     return figures
-
-
-class PanelPrejudged:
-    """Every member's judgments made ahead of `process_results`; `take` gives an item's, by member."""
-
-    def __init__(self, members: Sequence[str]) -> None:
-        self.stores = {name: PrejudgedItems() for name in members}
-
-    def take(self, key: tuple[str, str]) -> dict[str, ItemJudgment] | None:
-        taken = {name: store.take(key) for name, store in self.stores.items()}
-        return None if any(judgment is None for judgment in taken.values()) else taken  # type: ignore[return-value]
-
-
-def judge_with_panel(items: Sequence[tuple[Mapping[str, Any], str]], panel: Panel,
-                     judge_one: Callable[[Mapping[str, Any], str, Any], ItemJudgment],
-                     client_of: Callable[[Any], Any], *, workers: int | None, description: str,
-                     bar_position: int = 0) -> PanelPrejudged:
-    """Every member judges every item, the members side by side (each at its own concurrency bound, so a slow
-    or rate-limited member holds up no other). `judge_one(doc, caption, client)`; `client_of(member)`."""
-    store = PanelPrejudged(panel.names)
-    errors: list[BaseException] = []
-
-    def run(position: int) -> None:
-        member = panel.members[position]
-        client = client_of(member)
-        try:
-            prejudge(items, lambda doc, caption: judge_one(doc, caption, client),
-                     workers=workers or member.config.max_concurrency, description=f"{description} @{member.name}",
-                     into=store.stores[member.name], bar_position=bar_position + position)
-        except BaseException as error:  # noqa: BLE001 - re-raised once every member has finished
-            errors.append(error)
-        finally:
-            client.flush_cache()
-
-    threads = [threading.Thread(target=run, args=(position,), name=f"capjudge-panel-{member.name}", daemon=True)
-               for position, member in enumerate(panel.members)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    if errors:
-        raise errors[0]
-    return store
 
 
 def panel_judgment(judgments: Mapping[str, ItemJudgment], panel: Panel, combine: Callable[[list[Any]], Any],
@@ -149,14 +105,7 @@ def median_of(mains: list[float | None], panel_ok: bool) -> float | None:
     return statistics.median(judged) if panel_ok and judged else None
 
 
-@dataclass(frozen=True)
-class MemberIdentity:
-    name: str
-    config: Any
-    identity: Mapping[str, Any]
-
-
-def panel_item_metrics(judgments: Mapping[str, ItemJudgment], panel: Panel, members: Sequence[MemberIdentity],
+def panel_item_metrics(judgments: Mapping[str, ItemJudgment], panel: Panel, members: Sequence[Member],
                        identity: Mapping[str, Any], descriptor: JudgeDescriptor, combine: Callable[[list[Any]], Any],
                        unjudged: Callable[[str, ParseFailure], Any],
                        item_metrics: Callable[[ItemJudgment, Mapping[str, Any]], dict[str, Any]]) -> dict[str, Any]:

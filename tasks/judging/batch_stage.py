@@ -22,7 +22,9 @@ kill, a reboot or the next day re-attaches to the batches in the state file — 
 before a kill, before the state file could name it (found by its `capjudge_input` metadata).
 
 The state file lives in the output folder and names the run it belongs to (task, captions, judge model and
-endpoint): another run's state file is an error, not a silent mix.
+endpoint): another run's state file is an error, not a silent mix. A panel of judges (CAPJUDGE_PANEL) has one
+state file, and its own batches, per member (`<out>/batch/<member>/`), sent through that member's endpoint and
+key: each member's batches resume on their own, and one collect pass per round writes every member's requests.
 """
 
 from __future__ import annotations
@@ -66,7 +68,8 @@ class BatchSummary:
     submitted: int  # batches created by this invocation
     lines_submitted: int
     open_batches: int  # still running (only without waiting)
-    given_up: Mapping[str, str] = field(default_factory=dict)  # custom_id -> the API's last error
+    # member name -> custom_id -> the API's last error, for the lines given up (see capjudge.tasks.judged.who_judges)
+    given_up: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
 
 
 class BatchState:
@@ -116,6 +119,15 @@ class BatchState:
         }
 
 
+@dataclass
+class _MemberBatches:
+    """One member's share of the stage: its client (the reply cache the batches fill), its Batch API and state."""
+
+    client: Any
+    api: BatchApi
+    state: BatchState
+
+
 def run_batches(
     task: Any,
     items: Sequence[tuple[Mapping[str, Any], str]],
@@ -123,41 +135,54 @@ def run_batches(
     options: BatchOptions,
     say: Callable[[str], None] = print,
 ) -> BatchSummary:
-    """Fill the reply cache for `items` through the Batch API (see the module docstring)."""
+    """Fill the reply cache of every member of the task's judges for `items` through the Batch API (see the
+    module docstring)."""
     from capjudge.judges.client.registry import shared_client
 
-    config = task.judge_config()
-    client = shared_client(config)
-    if not client.has_cache:
-        raise BatchStageError("--batch needs the reply cache (unset CAPJUDGE_NO_CACHE): batch replies are read from it")
-    # Error texts from the API go into the state file and onto the screen: redacted as the online path does.
-    api = BatchApi(client.sdk, azure=config.api_type == "azure", redact=client.redact)
-    identity = task.identity()
-    state = BatchState.open(folder / STATE_FILE, {
-        "task": task.config.task, "items": str(len(items)), "model": str(identity["model"]),
-        "endpoint": str(identity["endpoint"]),
-    })
+    who = task.who_judges()
+    by_member: dict[str, _MemberBatches] = {}
+    for member in who.members:
+        client = shared_client(member.config)
+        if not client.has_cache:
+            raise BatchStageError("--batch needs the reply cache (unset CAPJUDGE_NO_CACHE): batch replies are read from it")
+        # Error texts from the API go into the state file and onto the screen: redacted as the online path does.
+        api = BatchApi(client.sdk, azure=member.config.api_type == "azure", redact=client.redact)
+        state = BatchState.open(who.batch_folder(folder, member) / STATE_FILE, {
+            "task": task.config.task, "items": str(len(items)), "model": str(member.identity["model"]),
+            "endpoint": str(member.identity["endpoint"]),
+        })
+        by_member[member.name] = _MemberBatches(client, api, state)
     submitted = lines = 0
     for _ in range(MAX_ROUNDS):
-        still_open = _finish_open(state, api, client, options, say)
+        still_open = sum(_finish_open(m.state, m.api, m.client, options, say) for m in by_member.values())
         if still_open:
-            return BatchSummary(submitted, lines, still_open, state.given_up())
+            return BatchSummary(submitted, lines, still_open, _given_up(by_member))
         if options.retry_online and submitted:
             break  # what is left (re-asks, failed lines) is asked online by the final pass
-        writer = BatchInputWriter(folder, f"input_round{state.data['round']}", api.endpoint, options.limits)
-        given_up = state.given_up()
-        task.judge_all(items, client_for=lambda doc: BatchRecorder(client, writer, str(doc["id"]), given_up),
-                       description=f"capjudge: collecting batch requests for {task.config.task}")
-        files = writer.close()
-        if not files:
+        writers = {name: BatchInputWriter(m.state.path.parent, f"input_round{m.state.data['round']}", m.api.endpoint,
+                                          options.limits) for name, m in by_member.items()}
+        given_up = _given_up(by_member)
+        task.judge_all(items, client_for=lambda member, doc: BatchRecorder(
+            by_member[member.name].client, writers[member.name], str(doc["id"]), given_up[member.name]),
+            description=f"capjudge: collecting batch requests for {task.config.task}")
+        files = {name: writer.close() for name, writer in writers.items()}
+        if not any(files.values()):
             break
-        for path, refs in files:
-            _submit(state, api, path, refs, say)
-            submitted += 1
-            lines += len(refs)
-        state.data["round"] += 1
-        state.save()
-    return BatchSummary(submitted, lines, 0, state.given_up())
+        for name, member_files in files.items():
+            if not member_files:
+                continue
+            state = by_member[name].state
+            for path, refs in member_files:
+                _submit(state, by_member[name].api, path, refs, say)
+                submitted += 1
+                lines += len(refs)
+            state.data["round"] += 1
+            state.save()
+    return BatchSummary(submitted, lines, 0, _given_up(by_member))
+
+
+def _given_up(by_member: Mapping[str, _MemberBatches]) -> dict[str, dict[str, str]]:
+    return {name: m.state.given_up() for name, m in by_member.items()}
 
 
 def _submit(state: BatchState, api: BatchApi, path: Path, refs: list[LineRef], say: Callable[[str], None]) -> None:
@@ -253,11 +278,10 @@ def _download(state: BatchState, entry: dict[str, Any], status: BatchStatus, api
         + (f", {len(unanswered)} not answered (submitted again)" if unanswered else ""))
 
 
-def cache_only_clients(task: Any, summary: BatchSummary) -> Callable[[Mapping[str, Any]], BatchRecorder]:
-    """The final pass's per-item clients: every reply from the cache, nothing asked online; a line the Batch
-    API failed too often comes back as `request_failed` with its error."""
+def cache_only_clients(summary: BatchSummary) -> Callable[[Any, Mapping[str, Any]], BatchRecorder]:
+    """The final pass's per-item clients (`client_for(member, doc)`): every reply from the member's cache,
+    nothing asked online; a line the Batch API failed too often comes back as `request_failed` with its error."""
     from capjudge.judges.client.registry import shared_client
 
-    client = shared_client(task.judge_config())
-    return lambda doc: BatchRecorder(client, None, str(doc["id"]), summary.given_up)
-
+    return lambda member, doc: BatchRecorder(shared_client(member.config), None, str(doc["id"]),
+                                             summary.given_up.get(member.name, {}))

@@ -95,13 +95,14 @@ class CostEstimate:
 def estimate_task(task_name: str, include_path: Path, run: Path | None, captions: Path | None, *, limit: int | None,
                   reask_rate: float, output_tokens: float, prices: tuple[float, float] | None) -> CostEstimate:
     from capjudge.judges.client.config import configured_model
-    from capjudge.judges.client.panel import configured_panel
     from capjudge.tasks.judging.stage import caption_source, load_judged_task, pair_captions
     from capjudge.tasks.judged.judged_task import counting_requests_only
 
     # Nothing is sent, so no judge needs to answer, and none (no endpoint, key or cache) needs to be configured.
     with counting_requests_only():
         task = load_judged_task(task_name, include_path)
+        # A panel (CAPJUDGE_PANEL) asks every request of every member; read without keys, since nothing is sent.
+        priced_members = task.who_judges().priced_members()
     docs = list(task.eval_docs)
     if run is not None or captions is not None:
         items = [(doc, caption) for _, doc, caption in pair_captions(caption_source(run, captions, task_name, None), docs, task)]
@@ -109,8 +110,6 @@ def estimate_task(task_name: str, include_path: Path, run: Path | None, captions
         items = [(doc, _stand_in_caption(doc)) for doc in docs]
     counted = items[:limit] if limit else items
     settings = task.settings()
-    # A panel (CAPJUDGE_PANEL) asks every request of every member; read without keys, since nothing is sent.
-    panel = configured_panel(task.config.metadata or {}, configs=False)
     client = EstimatingClient(configured_model())
     quiet = logging.getLogger("capjudge.tasks.judged.judged_task")  # every item "fails" as not sent: not news
     level, quiet.level = quiet.level, logging.ERROR
@@ -131,9 +130,9 @@ def estimate_task(task_name: str, include_path: Path, run: Path | None, captions
         return None if at is None else ((text + images) * at[0] + output * at[1]) / 1e6
 
     members = tuple(
-        MemberCost(m.name, m.model, priced(m.prices or prices),
-                   "the panel file" if m.prices else "--price-input/--price-output" if prices else "")
-        for m in (panel.members if panel is not None else ()))
+        MemberCost(name, model, priced(own or prices),
+                   "the panel file" if own else "--price-input/--price-output" if prices else "")
+        for name, model, own in priced_members)
     return CostEstimate(task_name, len(items), requests, round(text), round(images), output, priced(prices), members)
 
 

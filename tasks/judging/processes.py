@@ -29,6 +29,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from capjudge.tasks.judged.members import judged_by_all
 from capjudge.tasks.judged.prejudge import PrejudgedItems, item_key
 
 log = logging.getLogger(__name__)
@@ -188,14 +189,7 @@ def _end_with_parent(parent: int) -> None:
         os._exit(1)
 
 
-def judged_by_all(judgment: Any) -> bool:
-    """One judgment, or a panel's per member (capjudge.tasks.judged.panel_judging): was it judged by all?"""
-    if isinstance(judgment, Mapping):
-        return all(member.result.ok for member in judgment.values())
-    return bool(judgment.result.ok)
-
-
-def _judgments(store: PrejudgedItems, items: Sequence[Item]) -> list[tuple[tuple[str, str], Any]]:
+def _judgments(store: Any, items: Sequence[Item]) -> list[tuple[tuple[str, str], Any]]:
     """Each distinct item's judgment, taken out of `store` (an item asked twice is judged once)."""
     taken = []
     for doc, caption in items:

@@ -203,7 +203,7 @@ def judge_stage(
         if summary.open_batches:
             return StageOutcome(None, 0, len(items), summary.open_batches)
         if not batch.retry_online:  # the final pass reads the cache only: nothing is asked online
-            client_for = cache_only_clients(task, summary)
+            client_for = cache_only_clients(summary)
     store, reports = None, []
     if batch is None:
         from capjudge.tasks.judging.processes import judge_in_processes, resolve_processes

@@ -1,0 +1,186 @@
+"""Who judges a task: one judge, or a panel of judges — one object, resolved once per task.
+
+Everything that judges or counts (the task inside lmms-eval, `capjudge judge` and its worker processes, the
+Batch API stage, `capjudge estimate`) works on the same shape: a tuple of members, each with its own judge
+configuration and logged identity, whose judgments of an item come back keyed by member name. One judge is a
+panel of one member. What differs between one judge and a panel is only what the run *logs and aggregates*
+(a panel adds per-member metrics, a quorum and agreement figures, and tolerates a member that does not answer),
+and that difference lives in the two classes below, chosen in one place: `who_judges`.
+
+Why two small classes rather than one class with a `len(members) == 1` test in each method: a single judge's
+output predates panels and is kept byte for byte (no `@member` metrics, no `panel` record field, the probe's
+own error when the judge does not answer), so the single judge is not "a panel whose figures happen to be
+empty" but a panel whose combination is the identity. Each class states its own rule once.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from capjudge.judges.client.config import ConfigError, JudgeConfig
+from capjudge.judges.client.panel import Panel, configured_panel
+from capjudge.judges.descriptor import JudgeDescriptor
+from capjudge.judges.types import ParseFailure
+from capjudge.tasks.judged.item_judgment import ItemJudgment
+from capjudge.tasks.judged.members import Member
+from capjudge.tasks.judged.panel_judging import panel_aggregations, panel_higher_is_better, panel_item_metrics
+
+log = logging.getLogger(__name__)
+
+# The key of the one judge's judgments (its member name never reaches a metric or a file).
+ONE_JUDGE = "judge"
+
+
+@dataclass(frozen=True)
+class ItemHooks:
+    """What the judge's task supplies for one item's metrics (bound to its document)."""
+
+    combine: Callable[[list[Any]], Any]
+    unjudged: Callable[[str, ParseFailure], Any]  # (caption, failure) -> the judge's unjudged result
+    item_metrics: Callable[[ItemJudgment, Mapping[str, Any]], dict[str, Any]]  # (judgment, identity) -> metrics
+
+
+class WhoJudges:
+    """The members that judge a task, what the run's record logs as its judge, and how their judgments of one
+    item become its metrics. Built by `who_judges`; the members' configurations only when first needed (the
+    aggregations need the names alone, and a run that only counts requests needs no endpoint or key)."""
+
+    def __init__(self, settings: Any, descriptor: JudgeDescriptor):
+        self.settings = settings
+        self.descriptor = descriptor
+
+    @cached_property
+    def members(self) -> tuple[Member, ...]:
+        raise NotImplementedError
+
+    @cached_property
+    def identity(self) -> Mapping[str, Any]:
+        raise NotImplementedError
+
+    def first_config(self) -> JudgeConfig:
+        """The configuration a caller that needs one client gets: the first member's."""
+        return self.members[0].config
+
+    def check_answering(self, probe: Callable[[Member], None]) -> None:
+        """Probe the members before any item is judged (`probe` raises ConfigError for one that does not answer)."""
+        raise NotImplementedError
+
+    def item_metrics(self, judgments: Mapping[str, ItemJudgment], hooks: ItemHooks) -> dict[str, Any]:
+        """One item's metrics from its members' judgments (keyed by member name)."""
+        raise NotImplementedError
+
+    def aggregations(self, base: Mapping[str, Any]) -> dict[str, Any]:
+        """The task's aggregations, from the YAML's (`base`)."""
+        raise NotImplementedError
+
+    def higher_is_better(self, base: Mapping[str, Any]) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def batch_folder(self, root: Path, member: Member) -> Path:
+        """Where a member's Batch API state and input files live under the stage's batch folder."""
+        raise NotImplementedError
+
+    def priced_members(self) -> tuple[tuple[str, str, tuple[float, float] | None], ...]:
+        """(name, model, its own prices) of each member `capjudge estimate` prices on a line of its own; read
+        from the panel file alone, so no key or endpoint is needed (the one judge is priced at --price-*)."""
+        raise NotImplementedError
+
+
+class OneJudge(WhoJudges):
+    """One judge (the environment's: OPENAI_BASE_URL, MODEL_VERSION, ...): a panel of one whose combination is
+    its member's judgment, logged exactly as before panels existed."""
+
+    @cached_property
+    def members(self) -> tuple[Member, ...]:
+        config = JudgeConfig.from_env()
+        return (Member(ONE_JUDGE, config, self.settings.identity(config), ""),)
+
+    @cached_property
+    def identity(self) -> Mapping[str, Any]:
+        return self.members[0].identity
+
+    def check_answering(self, probe: Callable[[Member], None]) -> None:
+        probe(self.members[0])  # its own error, as it is: there is no quorum to fall back on
+
+    def item_metrics(self, judgments: Mapping[str, ItemJudgment], hooks: ItemHooks) -> dict[str, Any]:
+        (judgment,) = judgments.values()
+        return hooks.item_metrics(judgment, self.identity)
+
+    def aggregations(self, base: Mapping[str, Any]) -> dict[str, Any]:
+        return dict(base)
+
+    def higher_is_better(self, base: Mapping[str, Any]) -> dict[str, Any]:
+        return dict(base)
+
+    def batch_folder(self, root: Path, member: Member) -> Path:
+        return root  # where a one-judge batch run has always kept its state (a rerun re-attaches to it)
+
+    def priced_members(self) -> tuple[tuple[str, str, tuple[float, float] | None], ...]:
+        return ()
+
+
+class PanelOfJudges(WhoJudges):
+    """A panel file's members (capjudge.judges.client.panel): each judges every item as it would alone; the
+    panel's score is the judge's own combination of the members' results with a quorum, and the run also logs
+    each member's metrics and the members' agreement (capjudge.tasks.judged.panel_judging)."""
+
+    def __init__(self, settings: Any, descriptor: JudgeDescriptor, panel: Panel):
+        super().__init__(settings, descriptor)
+        self.panel = panel
+
+    @cached_property
+    def members(self) -> tuple[Member, ...]:
+        return tuple(Member(m.name, m.config, {**self.settings.identity(m.config), "panel_member": m.name}, f" @{m.name}")
+                     for m in self.panel.members)
+
+    @cached_property
+    def identity(self) -> Mapping[str, Any]:
+        # The panel's own record: the judge and its settings, the members instead of one model.
+        return {**self.settings.identity(self.first_config()), "model": f"panel({','.join(self.panel.names)})",
+                "endpoint": None, "panel": self.panel.logged()}
+
+    def check_answering(self, probe: Callable[[Member], None]) -> None:
+        # A member that does not answer is reported by name; the run goes on while the rest make a quorum
+        # (its items then fail fast behind its breaker and are counted against it).
+        answering = 0
+        for member in self.members:
+            try:
+                probe(member)
+                answering += 1
+            except ConfigError as error:
+                log.error("capjudge: panel member %r: %s", member.name, error)
+        if answering < self.panel.quorum:
+            raise ConfigError(f"panel {self.panel.source}: {answering} of {len(self.members)} members answer, "
+                              f"fewer than the quorum of {self.panel.quorum} (each member's problem is logged above)")
+
+    def item_metrics(self, judgments: Mapping[str, ItemJudgment], hooks: ItemHooks) -> dict[str, Any]:
+        return panel_item_metrics(judgments, self.panel, self.members, self.identity, self.descriptor, hooks.combine,
+                                  hooks.unjudged, hooks.item_metrics)
+
+    def aggregations(self, base: Mapping[str, Any]) -> dict[str, Any]:
+        return panel_aggregations(base, self.panel.names, self.descriptor)
+
+    def higher_is_better(self, base: Mapping[str, Any]) -> dict[str, Any]:
+        return panel_higher_is_better(base, self.panel.names, self.descriptor)
+
+    def batch_folder(self, root: Path, member: Member) -> Path:
+        return root / member.name  # one state file per member: each member's batches resume on their own
+
+    def priced_members(self) -> tuple[tuple[str, str, tuple[float, float] | None], ...]:
+        return tuple((m.name, m.model, m.prices) for m in self.panel.members)
+
+
+def who_judges(settings: Any, metadata: Mapping[str, Any] | None, *, configs: bool = True) -> WhoJudges:
+    """Who judges a task with these settings: the panel CAPJUDGE_PANEL (or the task metadata's `panel`) names,
+    else the environment's one judge. The one place that tells the two apart; its problems are ConfigErrors
+    naming the file and member. `configs=False` (requests counted, never sent): a panel's members are read
+    without their keys, endpoints or caches, and `members` must not be asked for."""
+    panel = configured_panel(metadata or {}, configs=configs)
+    if panel is None:
+        return OneJudge(settings, settings.descriptor)
+    return PanelOfJudges(settings, settings.descriptor, panel)
