@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import secrets
 from pathlib import Path
 from urllib.parse import quote
 
 import pytest
-from capjudge.judges.client.config import MAX_CONCURRENCY, JudgeConfig
+from capjudge.judges.client.config import MAX_CONCURRENCY, ConfigError, JudgeConfig
 from capjudge.judges.client.redaction import Redactor
 from conftest import REPO_ROOT
 from harness_runs import TEST_API_KEY, TEST_JUDGE_MODEL, run_capjudge_cli
@@ -114,6 +115,25 @@ def test_one_model_at_one_server_spelled_two_ways_is_one_judge_refused_naming_bo
         assert server.log == [] and server.preflights == []
     line = refusal_line(done, JUDGE, str(panel), "'one'", "'two'", "one judge, not two opinions")
     assert "model 'm'" in line
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "localhost", "localhost.", "LOCALHOST", "127.0.0.2", "[::1]",
+                                  "[::ffff:127.0.0.1]", "judge.localhost", "0.0.0.0"])
+def test_every_name_of_this_machine_is_local_for_the_key_rule_and_one_server_for_the_cache(host):
+    """`is_local` (a server here needs no real key) and `endpoint_identity` (the cache's server) agree on which
+    URLs are this machine."""
+    config = JudgeConfig.from_env({}, base_url=f"http://{host}:8123/v1")
+    assert config.is_local
+    assert config.endpoint_identity == "http://127.0.0.1:8123/v1"
+
+
+@pytest.mark.parametrize("host", ["localhost.example.com", "127.0.0.1.nip.io", "10.0.0.1", "judge.example.com"])
+def test_a_name_that_only_looks_local_is_not_local(host):
+    with pytest.raises(ConfigError, match=f"no API key for the judge at http://{re.escape(host)}:8123/v1"):
+        JudgeConfig.from_env({}, base_url=f"http://{host}:8123/v1")
+    config = JudgeConfig.from_env({"OPENAI_API_KEY": "sk-" + "k" * 40}, base_url=f"http://{host}:8123/v1")
+    assert not config.is_local
+    assert config.endpoint_identity == f"http://{host}:8123/v1"  # its own server, not this machine
 
 
 # ---------------------------------------------------------------------------------------------------------

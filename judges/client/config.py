@@ -179,7 +179,8 @@ class JudgeConfig:
         """True for a server on this machine, which needs no real key."""
         if self.api_type != "openai" or not self.base_url:
             return False
-        return (urlparse(self.base_url).hostname or "") in LOOPBACK_HOSTS
+        # The same rule as `endpoint_identity`: every name of this machine (localhost., 127.0.0.2, ::ffff:127.0.0.1).
+        return _is_loopback((urlparse(self.base_url).hostname or "").rstrip("."))
 
     @property
     def endpoint_label(self) -> str:
