@@ -14,6 +14,7 @@ exit 0. Nothing has been judged at that point.
 from __future__ import annotations
 
 import atexit
+import functools
 import logging
 import os
 import sys
@@ -129,6 +130,13 @@ def lmms_eval_predict_only() -> bool:
     read by its own parser, is the one place to see it)."""
     if not running_as_lmms_eval():
         return False
+    return _predict_only(tuple(sys.argv))
+
+
+@functools.lru_cache(maxsize=4)
+def _predict_only(argv: tuple[str, ...]) -> bool:
+    """`lmms_eval_predict_only` for one command line: read once per process (every task's load-time checks ask,
+    and lmms-eval's parser and a --config file read are not free), again only if the command line changes."""
     from lmms_eval.__main__ import parse_eval_args
 
     try:
