@@ -43,8 +43,9 @@ def read_text(path: str | Path, error: type[Exception] = ValueError, what: str =
 
 
 def read_json(path: str | Path, error: type[Exception] = ValueError, what: str = "", *,
-              unique_keys: bool = False, top_level_key: str = "key") -> Any:
-    """A whole JSON document; invalid JSON or encoding is `error` naming the file.
+              unique_keys: bool = False, top_level_key: str = "key", not_json: type[Exception] | None = None) -> Any:
+    """A whole JSON document; invalid JSON or encoding is `error` naming the file (text that is not one JSON
+    document is `not_json` when given: a caller that accepts JSON lines too tells it apart from the rest).
 
     With `unique_keys`, a key that appears twice in one object is `error` too, naming the file and the key
     (`top_level_key` says what the document's own keys are, e.g. "clip id"): JSON readers keep the last copy
@@ -53,7 +54,7 @@ def read_json(path: str | Path, error: type[Exception] = ValueError, what: str =
     try:
         value = decode_json(read_text(path, error, what), unique_keys)
     except json.JSONDecodeError as decode_error:
-        raise error(f"{what or path}: not valid JSON ({decode_error})") from None
+        raise (not_json or error)(f"{what or path}: not valid JSON ({decode_error})") from None
     except DuplicateKey as duplicate:
         raise error(f"{what or path}: {duplicate.describe(top_level_key)}") from None
     if _has_lone_surrogate(value):

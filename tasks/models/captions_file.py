@@ -87,6 +87,10 @@ class CaptionSet:
         return self.path.stem
 
 
+class _NotOneJsonDocument(CaptionsFileError):
+    """A .json captions file that does not decode as one document (it may still be JSON lines)."""
+
+
 def load_caption_set(path: str | Path, id_field: str | None = None, caption_field: str | None = None) -> CaptionSet:
     """Read a JSONL or JSON caption file. `id_field` is the record field to key on (default: `id`,
     `video_id`, `vid`, whichever each record has first)."""
@@ -97,16 +101,15 @@ def load_caption_set(path: str | Path, id_field: str | None = None, caption_fiel
     if path.suffix.lower() == ".jsonl":
         records: Any = read_objects(path, CaptionsFileError, what, unique_keys=True)
     else:
-        try:
-            records = read_json(path, CaptionsFileError, what)  # JSON at all? (duplicates are checked below)
-        except CaptionsFileError as not_json:
+        try:  # one JSON document: an id (or a field) twice in it is refused, whatever its line count
+            records = read_json(path, CaptionsFileError, what, unique_keys=True, top_level_key="item id",
+                                not_json=_NotOneJsonDocument)
+        except _NotOneJsonDocument as not_json:
             # A .json file that is really JSON lines is common enough to accept.
             try:
                 records = read_objects(path, CaptionsFileError, what, unique_keys=True)
             except CaptionsFileError:
                 raise not_json from None
-        else:  # one JSON document: an id (or a field) twice in it is refused, whatever its line count
-            records = read_json(path, CaptionsFileError, what, unique_keys=True, top_level_key="item id")
     captions: dict[str, str] = {}
     used_fields: set[str] = set()
     if isinstance(records, dict):
