@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from capjudge.metrics.files.jsonl import read_json
+from capjudge.judges.jsonl import read_json
 from capjudge.judges.gveval.parser import SCORE_NAMES
 
 # Order of the columns in each annotator's list, as published. The G-VEval code correlates baselines with

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from capjudge.metrics.files.jsonl import read_json
+from capjudge.judges.jsonl import read_json
 
 ANNOTATORS = 3
 RATING_SCALE = (1, 5)

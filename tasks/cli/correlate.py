@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from capjudge.judges.atomic_files import write_replacing
-from capjudge.metrics.files.jsonl import numbered_objects
+from capjudge.judges.jsonl import numbered_objects
 from capjudge.tasks.cli.bounds import MAX_HUMAN_INDEX, MAX_RESAMPLES, MAX_SEED, count_argument
 
 EXIT_OK, EXIT_UNAVAILABLE, EXIT_BAD_INPUT = 0, 1, 2

@@ -42,7 +42,7 @@ from capjudge.judges.gveval.judge import (
     GVEvalResult,
 )
 from capjudge.judges.types import ParseFailure
-from capjudge.metrics.files.jsonl import read_json
+from capjudge.judges.jsonl import read_json
 from capjudge.metrics.human_correlation.msvd_eval import MsvdEvalError, parse_item
 from capjudge.metrics.human_correlation.vatex_eval import VatexEvalError, load_vatex_eval
 from capjudge.tasks.judged.settings import MAX_TRIES_LIMIT, constrained_output_enabled, parse_choice, parse_count, setting

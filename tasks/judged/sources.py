@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from capjudge.judges.client.config import ConfigError
-from capjudge.metrics.files.jsonl import read_objects
+from capjudge.judges.jsonl import read_objects
 
 from capjudge.tasks import TASKS_DIR
 
