@@ -24,10 +24,6 @@ from capjudge.judges.jsonl import read_json
 
 ANNOTATORS = 3
 RATING_SCALE = (1, 5)
-# A candidate's item id is `<clip_id>#<candidate_index>`: one id per candidate because every reader (the
-# logged record's `item_id`, captions_file, the run readers, the leaderboard) keys items by one id; VATEX clip
-# ids (`<youtubeid>_<start>_<end>`) never hold '#', so it splits back unambiguously.
-ITEM_ID_SEPARATOR = "#"
 
 
 class VatexEvalError(ValueError):
@@ -47,6 +43,12 @@ class VatexCandidate:
     @property
     def item_id(self) -> str:
         return item_id(self.clip_id, self.candidate_index)
+
+
+# A candidate's item id is `<clip_id>#<candidate_index>`: one id per candidate because every reader (the
+# logged record's `item_id`, captions_file, the run readers, the leaderboard) keys items by one id; VATEX clip
+# ids (`<youtubeid>_<start>_<end>`) never hold '#', so it splits back unambiguously.
+ITEM_ID_SEPARATOR = "#"
 
 
 def item_id(clip_id: str, candidate_index: int) -> str:
