@@ -14,7 +14,7 @@ from capjudge.metrics.statistics.annotator_agreement import annotator_agreement,
 from capjudge.metrics.statistics.compare import compare_scorers, williams_test
 from capjudge.metrics.statistics.correlation import BootstrapSettings
 from capjudge.judges.gveval.parser import SCORE_NAMES
-from capjudge.metrics.human_correlation.msvd_eval import human_matrix, load_msvd_eval
+from capjudge.judges.datasets.msvd_eval import human_matrix, load_msvd_eval
 
 MSVD_PATH = Path(__file__).resolve().parents[2] / "shared" / "data" / "msvd_eval" / "MSVD-Eval.json"
 FAST = BootstrapSettings(n_resamples=200, seed=0)

@@ -18,7 +18,8 @@ from capjudge.judges.anycap.judge import (
     render_prompt,
 )
 from capjudge.judges.anycap.parser import AnyCapVerdict
-from capjudge.judges.anycap.length_rule import UnknownCaptionType, check_instruction_restriction, check_length_tolerance
+from capjudge.judges.anycap.length_rule import check_instruction_restriction, check_length_tolerance
+from capjudge.judges.datasets.anycap_video import UnknownCaptionType
 from capjudge.judges.types import ImagePart
 from capjudge.judges.video import VideoError
 from conftest import shared_path

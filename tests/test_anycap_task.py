@@ -18,7 +18,8 @@ import json
 from types import SimpleNamespace
 
 import pytest
-from capjudge.tasks.judged.anycap_task import AnyCapSettings, judge_item, parse_anycap_record
+from capjudge.judges.datasets.anycap_video import parse_anycap_record
+from capjudge.tasks.judged.anycap_task import AnyCapSettings, judge_item
 from conftest import shared_path
 from harness_runs import TEST_JUDGE_MODEL, judge_server, run_lmms_eval
 from videos import frame_index_of, make_video

@@ -10,7 +10,7 @@ import pytest
 
 from capjudge.metrics.human_correlation.baseline_cache import cached_baselines
 from capjudge.metrics.human_correlation.baselines import BASELINE_SCORERS, BaselineUnavailable, caption_metric_scores, check_requirements
-from capjudge.metrics.human_correlation.msvd_eval import AccrScores, MsvdEvalError, MsvdItem, human_matrix, load_msvd_eval
+from capjudge.judges.datasets.msvd_eval import AccrScores, MsvdEvalError, MsvdItem, human_matrix, load_msvd_eval
 
 MSVD_PATH = Path(__file__).resolve().parents[2] / "shared" / "data" / "msvd_eval" / "MSVD-Eval.json"
 

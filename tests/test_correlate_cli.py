@@ -12,7 +12,7 @@ from scipy import stats
 from capjudge.metrics.human_correlation.baselines import BASELINE_SCORERS
 from conftest import run_capjudge
 from capjudge.judges.gveval.parser import SCORE_NAMES
-from capjudge.metrics.human_correlation.msvd_eval import human_matrix, load_msvd_eval
+from capjudge.judges.datasets.msvd_eval import human_matrix, load_msvd_eval
 
 MSVD_PATH = Path(__file__).resolve().parents[2] / "shared" / "data" / "msvd_eval" / "MSVD-Eval.json"
 COEFFICIENT_KEYS = {"kendall_b", "kendall_c", "pearson", "spearman"}

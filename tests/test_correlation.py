@@ -22,7 +22,7 @@ from capjudge.metrics.statistics.correlation import (
     build_pairs,
     correlate,
 )
-from capjudge.metrics.human_correlation.msvd_eval import human_matrix, load_msvd_eval
+from capjudge.judges.datasets.msvd_eval import human_matrix, load_msvd_eval
 
 MSVD_PATH = Path(__file__).resolve().parents[2] / "shared" / "data" / "msvd_eval" / "MSVD-Eval.json"
 SCIPY = {

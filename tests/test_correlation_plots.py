@@ -29,7 +29,7 @@ from capjudge.metrics.human_correlation.plots import (
     tie_jitter,
 )
 from capjudge.judges.gveval.parser import SCORE_NAMES
-from capjudge.metrics.human_correlation.msvd_eval import human_matrix, load_msvd_eval
+from capjudge.judges.datasets.msvd_eval import human_matrix, load_msvd_eval
 from capjudge.metrics.human_correlation.correlation_report import build_report, report_to_json
 from conftest import run_capjudge, shared_path
 

@@ -19,7 +19,7 @@ import shutil
 import numpy as np
 import pytest
 from capjudge.metrics.human_correlation.baselines import BASELINE_SCORERS
-from capjudge.metrics.human_correlation.vatex_eval import (
+from capjudge.judges.datasets.vatex_eval import (
     load_vatex_eval,
     ratings_matrix,
 )
@@ -112,8 +112,8 @@ def test_an_item_twice_in_msvd_eval_is_refused_naming_file_and_item(tmp_path):
 
 
 def test_the_msvd_eval_task_loader_refuses_an_item_twice_too(tmp_path):
-    from capjudge.tasks.judged.gveval_task import read_msvd_eval_file
-    from capjudge.tasks.judged.sources import DatasetError
+    from capjudge.judges.datasets.items import DatasetError
+    from capjudge.judges.datasets.msvd_eval import read_msvd_eval_file
 
     msvd = _write(tmp_path / "MSVD-Eval.json",
                   "{" + ", ".join([_msvd_item("vid1", 1.0), _msvd_item("vid2", 3.0), _msvd_item("vid1", 5.0)]) + "}")

@@ -12,14 +12,13 @@ from capjudge.judges.anycap.length_rule import (
     FLAG_RESTRICTION_UNRECOGNISED,
     InvalidTolerance,
     LengthRestriction,
-    UnknownCaptionType,
     check_instruction_restriction,
     check_length_tolerance,
-    normalise_caption_type,
     parse_length_restriction,
     parse_tolerance,
     within_tolerance,
 )
+from capjudge.judges.datasets.anycap_video import UnknownCaptionType, normalise_caption_type
 from conftest import shared_path
 
 

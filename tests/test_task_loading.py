@@ -11,25 +11,14 @@ import math
 
 import pytest
 from capjudge.judges.client.config import ConfigError
-from capjudge.tasks.judged.anycap_task import (
-    ANYCAP_FORMAT,
-    AnyCapSettings,
-    parse_anycap_record,
-)
-from capjudge.tasks.judged.gveval_task import (
-    MSVD_EVAL_FORMAT,
-    GVEvalSettings,
-    parse_msvd_record,
-)
+from capjudge.judges.datasets.anycap_video import ANYCAP_FORMAT, parse_anycap_record
+from capjudge.judges.datasets.items import DatasetError, load_rows
+from capjudge.judges.datasets.msvd_eval import MSVD_EVAL_FORMAT, parse_msvd_record
+from capjudge.tasks.judged.anycap_task import AnyCapSettings
+from capjudge.tasks.judged.gveval_task import GVEvalSettings
 from capjudge.judges.client.observed import merge_request_params
 from capjudge.tasks.judged.aggregations import mean_of_judged
-from capjudge.tasks.judged.sources import (
-    DatasetError,
-    doc_to_video,
-    load_rows,
-    missing_video_problem,
-    resolve_source,
-)
+from capjudge.tasks.judged.sources import doc_to_video, missing_video_problem, resolve_source
 from conftest import REPO_ROOT, shared_path
 
 TASKS_DIR = REPO_ROOT / "tasks"
@@ -331,8 +320,8 @@ def demo_folder(tmp_path_factory):
 
 
 def test_demo_rows_load_with_their_clips_beside_them(demo_folder):
-    from capjudge.tasks.judged.anycap_task import DEMO_FORMAT as ANYCAP_DEMO
-    from capjudge.tasks.judged.gveval_task import DEMO_FORMAT as GVEVAL_DEMO
+    from capjudge.judges.datasets.demo import ANYCAP_DEMO_FORMAT as ANYCAP_DEMO
+    from capjudge.judges.datasets.demo import GVEVAL_DEMO_FORMAT as GVEVAL_DEMO
 
     for name, item_format in (("gveval_demo.jsonl", GVEVAL_DEMO), ("anycap_demo.jsonl", ANYCAP_DEMO)):
         rows = load_rows(resolve_source({"data_env": "X"}, env={"X": str(demo_folder / name)}), item_format, "test")

@@ -6,6 +6,7 @@ of it but what its records carry: its descriptor's facts.
 
 from __future__ import annotations
 
+import ast
 import csv
 import json
 import random
@@ -13,6 +14,7 @@ import threading
 from pathlib import Path
 
 import pytest
+import yaml
 
 from conftest import REPO_ROOT, TESTS_DIR, run_capjudge
 from harness_runs import harness_env, judge_server, launch_lmms_eval
@@ -71,11 +73,18 @@ def test_the_toy_judge_runs_in_lmms_eval_and_in_capjudge_judge_and_its_records_c
     results = toy_runs["harness"].results()["results"][TASK]
     assert 3 <= results["toy_overall,none"] <= 8 and results["toy_failed,none"] == 0
     assert toy_runs["images_seen"] and set(toy_runs["images_seen"]) == {2}  # its geometry: 2 frames a request
+    # The items are the toy's own (its file beside its YAML, read by its own format): each line's target is
+    # that file's `reference` (a field no shipped dataset's rows have), its video the clip the file names.
+    items = {row["id"]: row for row in map(json.loads, (TOY_FOLDER / "toy_items.jsonl").read_text().splitlines())}
     for folder in (toy_runs["harness"].output_path, toy_runs["judged"]):
         lines = _lines(folder)
         assert len(lines) == 10
+        assert sorted(line["judged"]["item_id"] for line in lines) == sorted(items)
         for line in lines:
             record = line["judged"]
+            item = items[record["item_id"]]
+            assert line["target"] == item["reference"]
+            assert Path(record["judgment"]["video"]) == DEMO / f"{item['clip']}.mp4"
             assert record["record_version"] == 2 and record["judge"]["name"] == "toy"
             assert record["judge"]["descriptor"]["reply_fields"]["main"] == "overall"
             assert len(record["judgment"]["samples"]) == K
@@ -113,6 +122,30 @@ def test_reliability_measures_the_toy_scores(toy_runs):
     measured = [line.split("|")[1].strip() for line in result.stdout.splitlines()
                 if line.startswith("| ") and not line.startswith("| score |")]
     assert measured[:2] == ["overall", "fluency"]
+
+
+def test_the_toy_judge_brings_its_own_items_and_imports_no_judges_module():
+    """Its items are its own file, read by its own format (the YAML names it; its task class brings it), and
+    nothing of it imports a shipped judge's module (G-VEval's or AnyCap's, or their task modules)."""
+    from capjudge.judges.datasets.known_datasets import SHIPPED_DATASETS
+
+    metadata = yaml.load((TOY_FOLDER / "toy.yaml").read_text(encoding="utf-8"), Loader=_TagTolerantLoader)["metadata"]
+    assert metadata["dataset"] == "toy_items" and metadata["dataset"] not in SHIPPED_DATASETS
+    assert (TOY_FOLDER / metadata["default_data"]).is_file()
+    tree = ast.parse((TOY_FOLDER / "utils.py").read_text(encoding="utf-8"))
+    imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
+    imported |= {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+    judges_modules = [name for name in imported if name.startswith(("capjudge.judges.gveval", "capjudge.judges.anycap",
+                                                                    "capjudge.tasks.judged.gveval_task",
+                                                                    "capjudge.tasks.judged.anycap_task"))]
+    assert judges_modules == [] and "capjudge.judges.datasets.items" in imported
+
+
+class _TagTolerantLoader(yaml.SafeLoader):
+    """Reads a task YAML's `!function` tags as their text."""
+
+
+_TagTolerantLoader.add_constructor("!function", lambda loader, node: loader.construct_scalar(node))
 
 
 def test_capjudge_itself_knows_nothing_of_the_toy_judge():

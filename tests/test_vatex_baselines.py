@@ -20,7 +20,7 @@ from capjudge.metrics.human_correlation.vatex_baselines import (
     cache_path,
     vatex_baselines,
 )
-from capjudge.metrics.human_correlation.vatex_eval import (
+from capjudge.judges.datasets.vatex_eval import (
     load_vatex_eval,
     ratings_matrix,
 )
@@ -186,7 +186,7 @@ def test_a_cache_file_with_a_non_finite_score_is_not_used(tmp_path, bad):
     is not read as scores: reading it says what is wrong (and vatex_baselines then recomputes and replaces it)."""
     from capjudge.metrics.human_correlation.baseline_cache import CACHE_FORMAT, pycocoevalcap_version, read_cache, sealed
     from capjudge.metrics.human_correlation.vatex_baselines import cache_key
-    from capjudge.metrics.human_correlation.vatex_eval import VatexCandidate
+    from capjudge.judges.datasets.vatex_eval import VatexCandidate
 
     candidates = [VatexCandidate("clip_a", i, f"a caption {i}", ("a reference",), (3, 4, 5)) for i in range(2)]
     key = cache_key(candidates, 1, pycocoevalcap_version())

@@ -8,7 +8,7 @@ import json
 
 import numpy as np
 import pytest
-from capjudge.metrics.human_correlation.vatex_eval import load_vatex_eval, ratings_matrix
+from capjudge.judges.datasets.vatex_eval import load_vatex_eval, ratings_matrix
 from conftest import run_capjudge, shared_path
 from scipy.stats import kendalltau, spearmanr
 

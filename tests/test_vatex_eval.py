@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pytest
 from capjudge.metrics.statistics.correlation import BootstrapSettings
-from capjudge.metrics.human_correlation.vatex_eval import (
+from capjudge.judges.datasets.vatex_eval import (
     VatexEvalError,
     clip_ids,
     load_vatex_eval,

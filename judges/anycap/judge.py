@@ -22,17 +22,16 @@ from typing import TYPE_CHECKING, Any, Literal, Mapping, Sequence
 
 from capjudge.judges.anycap.parser import AnyCapVerdict, parse_anycap_reply
 from capjudge.judges.anycap.length_rule import (
-    CAPTION_TYPES,
     DEFAULT_TOLERANCE_PERCENT,
     MAX_SCORE,
     RestrictionCheck,
     ToleranceCheck,
-    UnknownCaptionType,
     check_instruction_restriction,
     check_length_tolerance,
-    normalise_caption_type,
     parse_tolerance,
 )
+# The caption types the rubric is written for are AnyCapEval's: its items name them (one definition).
+from capjudge.judges.datasets.anycap_video import CAPTION_TYPES, UnknownCaptionType, normalise_caption_type
 from capjudge.judges.anycap.reply_view import view_anycap_reply
 from capjudge.judges.descriptor import FrameGeometry, JudgeDescriptor
 from capjudge.judges.record import ReplyFields

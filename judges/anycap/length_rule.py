@@ -26,14 +26,13 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from capjudge.judges.anycap.wordcount import count_sentences, count_words
+# The five caption types are AnyCapEval's: its items name them, the rubric follows them (one definition).
+from capjudge.judges.datasets.anycap_video import normalise_caption_type
 
 MAX_SCORE = 4
 CAPPED_SCORE = 1
 DEFAULT_TOLERANCE_PERCENT = 10
 
-CAPTION_TYPES = ("brief", "detail", "poem", "narrative", "style")
-# The dataset calls the style type "theme"; the prompt calls it "style".
-CAPTION_TYPE_ALIASES = {"theme": "style"}
 LENGTH_CHECKED_TYPES = frozenset({"brief", "detail"})
 
 FLAG_REFERENCE_HAS_NO_WORDS = "reference_has_no_words"
@@ -42,27 +41,8 @@ FLAG_RESTRICTION_UNRECOGNISED = "instruction_restriction_unrecognised"
 Unit = Literal["words", "sentences"]
 
 
-class UnknownCaptionType(ValueError):
-    """A caption type that is none of the five the prompt defines (nor the dataset's alias "theme")."""
-
-
 class InvalidTolerance(ValueError):
     """A tolerance that is not a non-negative integer percent."""
-
-
-def normalise_caption_type(value: object, *, item: object = None) -> str:
-    """The prompt's name for a caption type: "theme" becomes "style"; anything unknown is an error."""
-    where = f"item {item}: " if item is not None else ""
-    if not isinstance(value, str):
-        raise UnknownCaptionType(f"{where}caption type must be a string, got {value!r}")
-    name = value.strip().lower()
-    name = CAPTION_TYPE_ALIASES.get(name, name)
-    if name not in CAPTION_TYPES:
-        raise UnknownCaptionType(
-            f"{where}unknown caption type {value!r}; expected one of {', '.join(CAPTION_TYPES)} "
-            f"(the dataset's 'theme' means 'style')"
-        )
-    return name
 
 
 def parse_tolerance(value: object) -> int:

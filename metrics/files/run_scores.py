@@ -17,7 +17,7 @@ from pathlib import Path
 from capjudge.judges.client.panel import MEMBER_NAME, member_metric
 from capjudge.judges.record import JUDGE_KEY, RECORD_METRIC
 from capjudge.judges.known_judges import judge_descriptor
-from capjudge.metrics.files.jsonl import numbered_objects
+from capjudge.judges.jsonl import numbered_objects
 from capjudge.metrics.files.run_file_error import RunFileError
 from capjudge.metrics.files.runs import find_results_files, samples_path
 from capjudge.metrics.files.task_run import logged_record

@@ -19,7 +19,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from capjudge.metrics.files.jsonl import read_json
+from capjudge.judges.jsonl import read_json
 from capjudge.metrics.files.run_file_error import RunFileError
 from capjudge.metrics.files.task_run import TaskRun, read_task
 

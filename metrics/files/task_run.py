@@ -40,7 +40,7 @@ from capjudge.judges.record import (
     LoggedJudge,
     RecordError,
 )
-from capjudge.metrics.files.jsonl import numbered_objects
+from capjudge.judges.jsonl import numbered_objects
 from capjudge.metrics.files.run_file_error import RunFileError
 from capjudge.metrics.files.values import NotANumber, item_number
 

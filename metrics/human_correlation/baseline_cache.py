@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
-from capjudge.metrics.files.jsonl import decode_json
+from capjudge.judges.jsonl import decode_json
 from capjudge.judges.atomic_files import write_replacing
 from capjudge.metrics.files.outputs import writable_folder
 from capjudge.metrics.human_correlation.baselines import (

@@ -26,7 +26,7 @@ from capjudge.metrics.human_correlation.baseline_cache import (
     cached_baselines,
     pycocoevalcap_version,
 )
-from capjudge.metrics.human_correlation.vatex_eval import VatexCandidate
+from capjudge.judges.datasets.vatex_eval import VatexCandidate
 from capjudge.metrics.human_correlation.vatex_report import Scorer
 
 REFERENCE_SETTINGS: tuple[int, ...] = (1, 9)
@@ -69,7 +69,7 @@ def _check_setting(references: int) -> None:
 
 def _items(candidates: Sequence[VatexCandidate], references: int) -> list[_Item]:
     _check_setting(references)
-    return [_Item(f"{c.clip_id}#{c.candidate_index}", c.caption, tuple(c.references[:references])) for c in candidates]
+    return [_Item(c.item_id, c.caption, tuple(c.references[:references])) for c in candidates]
 
 
 def _label(references: int) -> str:

@@ -1,7 +1,7 @@
 """VATEX-EVAL's correlation protocols, each named for the paper whose numbers it reproduces, with clustered CIs.
 
 Inputs are arrays: one scorer value per candidate, a (candidates, 3) matrix of the annotators' ratings, and the
-clip id of every candidate (see :mod:`capjudge.metrics.human_correlation.vatex_eval`).
+clip id of every candidate (see :mod:`capjudge.judges.datasets.vatex_eval`).
 
 * ``emscore_per_annotator`` — EMScore's protocol (ShiYaya/emscore ``compute_correlation_uniquehuman``): Kendall
   tau-b and Spearman rho between the scorer and EACH annotator's ratings separately, then the mean of the three.
@@ -41,7 +41,7 @@ from capjudge.metrics.statistics.correlation import (
     choose_interval,
     scipy_coefficient,
 )
-from capjudge.metrics.human_correlation.vatex_eval import ANNOTATORS
+from capjudge.judges.datasets.vatex_eval import ANNOTATORS
 
 EMSCORE = "emscore_per_annotator"
 GVEVAL_POOLED = "gveval_pooled"

@@ -32,12 +32,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from capjudge.metrics.files.jsonl import numbered_objects
+from capjudge.judges.jsonl import numbered_objects
 from capjudge.metrics.files.run_file_error import RunFileError
 from capjudge.metrics.files.runs import RESULTS_SUFFIX, read_runs
 from capjudge.metrics.files.task_run import TaskRun, logged_record
 from capjudge.metrics.files.values import NotANumber, item_number
-from capjudge.metrics.human_correlation.vatex_eval import VatexCandidate, clip_ids, ratings_matrix
+from capjudge.judges.datasets.vatex_eval import VatexCandidate, clip_ids, item_id, ratings_matrix, split_item_id
 from capjudge.metrics.human_correlation.vatex_published import PublishedFigure, published_figures, published_to_table
 from capjudge.metrics.human_correlation.vatex_protocols import (
     ProtocolResult,
@@ -53,7 +53,6 @@ from capjudge.metrics.statistics.correlation import BootstrapSettings
 DEFAULT_METRIC = "gveval_mean"
 LENGTH_SCORER = "caption length (words)"
 _ITEM_KEY_PREFIX = "id:"  # how capjudge.metrics.files.task_run keys an item that logs its id
-_ID_SEPARATOR = "#"  # capjudge.tasks.judged.gveval_task.vatex_item_id: <clip_id>#<candidate_index>
 _TABLE_LABELS = {
     "emscore_per_annotator": "EMScore (per annotator, mean of 3)",
     "gveval_pooled": "G-VEval pooled",
@@ -173,7 +172,7 @@ def _run_scorer(path: Path, candidates: Sequence[VatexCandidate], metric: str, t
         clip_id, index = _split_item_key(key)
         position = positions.get((clip_id, index))
         if position is None:
-            raise VatexReportError(f"{task_run.samples_path}: item {clip_id}{_ID_SEPARATOR}{index} is not in the VATEX-EVAL file")
+            raise VatexReportError(f"{task_run.samples_path}: item {item_id(clip_id, index)} is not in the VATEX-EVAL file")
         _check_caption(f"{task_run.samples_path}, line {line_number}", line, candidates[position])
         values[position] = value
     return Scorer(f"{run.name} {name} {metric}", str(task_run.samples_path), values)
@@ -182,7 +181,7 @@ def _run_scorer(path: Path, candidates: Sequence[VatexCandidate], metric: str, t
 def _check_caption(where: str, line: dict[str, Any], candidate: VatexCandidate) -> None:
     """The run's caption for the item is the file's candidate, or VatexReportError naming the line, the item
     and both captions."""
-    item = f"{candidate.clip_id}{_ID_SEPARATOR}{candidate.candidate_index}"
+    item = candidate.item_id
     try:
         record = logged_record(line, where)
     except RunFileError as error:
@@ -236,13 +235,9 @@ def _is_vatex_task(task_run: TaskRun) -> bool:
 
 
 def _split_item_key(key: str) -> tuple[str, int]:
-    """`id:<clip_id>#<index>` -> (clip_id, index); ("", -1) for any other key."""
-    if not key.startswith(_ITEM_KEY_PREFIX):
-        return "", -1
-    clip_id, separator, index = key[len(_ITEM_KEY_PREFIX):].rpartition(_ID_SEPARATOR)
-    if not separator or not clip_id or not index.isdigit():
-        return "", -1
-    return clip_id, int(index)
+    """`id:<clip_id>#<index>` (a VATEX-EVAL item id, logged) -> (clip_id, index); ("", -1) for any other key."""
+    split = split_item_id(key[len(_ITEM_KEY_PREFIX):]) if key.startswith(_ITEM_KEY_PREFIX) else None
+    return split if split is not None else ("", -1)
 
 
 # ---------------------------------------------------------------------------------------------------------

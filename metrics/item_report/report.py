@@ -46,7 +46,7 @@ from capjudge.metrics.item_report.panel import (
     panel_judgment,
 )
 from capjudge.metrics.item_report.views import JudgmentView, view_judgment
-from capjudge.metrics.files.jsonl import numbered_objects
+from capjudge.judges.jsonl import numbered_objects
 from capjudge.metrics.files.run_file_error import RunFileError
 from capjudge.metrics.files.runs import Run, read_runs
 from capjudge.metrics.files.task_run import TaskRun, logged_record

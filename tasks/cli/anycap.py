@@ -75,7 +75,7 @@ def register(groups: "CommandGroups") -> None:
 
 def run_render(args: argparse.Namespace) -> int:
     from capjudge.judges.anycap.judge import build_request
-    from capjudge.judges.anycap.length_rule import UnknownCaptionType
+    from capjudge.judges.datasets.anycap_video import UnknownCaptionType
     from capjudge.judges.atomic_files import write_replacing
     from capjudge.judges.video import VideoError
 
@@ -138,7 +138,8 @@ def run_parse(args: argparse.Namespace) -> int:
 
 
 def run_length_rule(args: argparse.Namespace) -> int:
-    from capjudge.judges.anycap.length_rule import InvalidTolerance, UnknownCaptionType, check_length_tolerance
+    from capjudge.judges.anycap.length_rule import InvalidTolerance, check_length_tolerance
+    from capjudge.judges.datasets.anycap_video import UnknownCaptionType
 
     if args.jsonl is None:
         missing = [

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from capjudge.judges.atomic_files import write_replacing
-from capjudge.metrics.files.jsonl import numbered_objects
+from capjudge.judges.jsonl import numbered_objects
 from capjudge.tasks.cli.bounds import MAX_HUMAN_INDEX, MAX_RESAMPLES, MAX_SEED, count_argument
 
 EXIT_OK, EXIT_UNAVAILABLE, EXIT_BAD_INPUT = 0, 1, 2
@@ -98,7 +98,7 @@ def handle_correlate(args: argparse.Namespace) -> int:
 
     from capjudge.metrics.human_correlation.baselines import BaselineUnavailable
     from capjudge.metrics.statistics.correlation import BootstrapSettings, HumanScoreError
-    from capjudge.metrics.human_correlation.msvd_eval import MsvdEvalError
+    from capjudge.judges.datasets.msvd_eval import MsvdEvalError
     from capjudge.metrics.human_correlation.correlation_report import build_report, report_to_json, report_to_markdown
 
     # Before the work, which can take a while, so an unusable --output or --plot fails at once.
@@ -301,7 +301,7 @@ def load_judge_scores(path: str | Path, known_ids: set[str], fields: list[str]) 
 def _msvd_items(args: argparse.Namespace) -> ScoredItems:
     from capjudge.metrics.human_correlation.baseline_cache import DEFAULT_CACHE_DIR, cached_baselines
     from capjudge.judges.gveval.parser import SCORE_NAMES
-    from capjudge.metrics.human_correlation.msvd_eval import MEAN_INDEX, human_matrix, load_msvd_eval
+    from capjudge.judges.datasets.msvd_eval import MEAN_INDEX, human_matrix, load_msvd_eval
 
     items = load_msvd_eval(args.msvd_eval)
     ids = [item.item_id for item in items]

@@ -35,7 +35,7 @@ def register(groups: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from capjudge.judges.client.config import ConfigError
-    from capjudge.tasks.judged.sources import DatasetError
+    from capjudge.judges.datasets.items import DatasetError
     from capjudge.tasks.judging.estimate import estimate_task
     from capjudge.tasks.judging.stage import JudgeStageError
     from capjudge.models.captions_file import CaptionsFileError

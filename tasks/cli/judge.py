@@ -68,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
     # Imported here, not at the top: `capjudge --help` should not load the client machinery and lmms-eval.
     from capjudge.judges.client.config import ConfigError
     from capjudge.tasks.judged.run_outcome import EXIT_STATUS, failure_rate_problem
-    from capjudge.tasks.judged.sources import DatasetError
+    from capjudge.judges.datasets.items import DatasetError
     from capjudge.tasks.judging.batch_stage import BatchOptions, BatchStageError
     from capjudge.tasks.judging.stage import JudgeStageError, caption_source, judge_stage
     from capjudge.models.captions_file import CaptionsFileError

@@ -53,7 +53,7 @@ def _run(args: argparse.Namespace) -> int:
     from capjudge.metrics.human_correlation.baselines import BaselineUnavailable
     from capjudge.metrics.human_correlation.baseline_cache import DEFAULT_CACHE_DIR
     from capjudge.metrics.human_correlation.vatex_baselines import baseline_scorers
-    from capjudge.metrics.human_correlation.vatex_eval import VatexEvalError, load_vatex_eval
+    from capjudge.judges.datasets.vatex_eval import VatexEvalError, load_vatex_eval
     from capjudge.metrics.human_correlation.vatex_report import (
         VatexReportError, build_report, read_scorer, report_to_json, report_to_table,
     )

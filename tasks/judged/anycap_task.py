@@ -3,7 +3,9 @@ reference with the AnyCapEval style rubric, the length rules applied in code.
 
 Each item asks for one caption type (brief, detail, poem, narrative, style — the dataset's "theme") with an
 instruction (`conversations[0]`); the model's caption is judged against the reference (`conversations[1]`)
-by `AnyCapJudge` through the process-wide judge client. `AnyCapTask.process_document` returns, per item:
+by `AnyCapJudge` through the process-wide judge client. The items are read by
+`capjudge.judges.datasets.anycap_video` (or `.demo`), as the YAML's `metadata.dataset` names.
+`AnyCapTask.process_document` returns, per item:
 
 - `anycap_score`: the final score (0-4, after the length rules), None when unjudged;
 - `anycap_avg_of_types`: the item's caption type and final score, None when unjudged (aggregated by
@@ -28,7 +30,6 @@ import logging
 import statistics
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any, ClassVar
 
 from capjudge.judges.descriptor import JudgeDescriptor
@@ -41,115 +42,25 @@ from capjudge.judges.anycap.judge import (
     AnyCapJudge,
     AnyCapResult,
 )
-from capjudge.judges.anycap.length_rule import (
-    CAPTION_TYPES,
-    DEFAULT_TOLERANCE_PERCENT,
-    UnknownCaptionType,
-    check_length_tolerance,
-    normalise_caption_type,
-    parse_tolerance,
-)
+from capjudge.judges.anycap.length_rule import DEFAULT_TOLERANCE_PERCENT, check_length_tolerance, parse_tolerance
+from capjudge.judges.datasets.anycap_video import CAPTION_TYPES
 from capjudge.judges.types import ParseFailure
 from capjudge.tasks.judged.settings import MAX_TRIES_LIMIT, constrained_output_enabled, parse_bool, parse_count, setting
-from capjudge.tasks.judged.sources import DatasetError, ItemFormat, read_json_lines, record_id
 from capjudge.tasks.judged.judged_task import DEFAULT_MAX_CAPTION_CHARS, VIDEO_MISSING, JudgedTask, JudgeSettings
 from capjudge.tasks.judged.judged_task import resolve_max_caption_chars, resolve_samples
 
 __all__ = [
-    "ANYCAP_FORMAT",
     "CAPTION_TYPES",
-    "DEMO_FORMAT",
     "VIDEO_MISSING",
     "AnyCapSettings",
     "AnyCapTask",
     "item_metrics",
     "judge_item",
-    "parse_anycap_record",
-    "parse_demo_record",
-    "task_row",
 ]
 
 log = logging.getLogger(__name__)
 
 METRIC_PREFIX = "anycap"
-
-
-# ----------------------------------------------------------------------------------------------------------
-# Items
-
-
-def read_anycap_file(path: Path) -> list[dict[str, Any]]:
-    return read_json_lines(path)
-
-
-def parse_anycap_record(record: Mapping[str, Any], position: int) -> dict[str, Any]:
-    """One AnyCapEval row (the published shape: conversations, restriction) -> a task row."""
-    item_id = _item_id(record, position)
-    where = f"item {item_id}"
-    conversations = record.get("conversations")
-    if not isinstance(conversations, list) or len(conversations) < 2:
-        raise DatasetError(f"{where}: 'conversations' must hold the instruction and the reference (2 turns)")
-    instruction, reference = (_turn_text(conversations[index], where, index) for index in (0, 1))
-    restriction = record.get("restriction")
-    if not isinstance(restriction, list) or not restriction:
-        raise DatasetError(f"{where}: 'restriction' must be [caption_type, length instruction], got {restriction!r}")
-    length_restriction = restriction[1] if len(restriction) > 1 else ""
-    if not isinstance(length_restriction, str):
-        raise DatasetError(f"{where}: restriction[1] must be the length instruction text, got {length_restriction!r}")
-    return task_row(item_id, record.get("video"), instruction, reference, restriction[0], length_restriction)
-
-
-def parse_demo_record(record: Mapping[str, Any], position: int) -> dict[str, Any]:
-    """One row of the packaged demo split (`tasks/demo/anycap_demo.jsonl`, written by
-    `tests/demo_data.py`): id, video, instruction, reference, caption_type, already flat. Its length
-    instruction is part of the instruction text."""
-    item_id = _item_id(record, position)
-    return task_row(
-        item_id, record.get("video"), record.get("instruction"), record.get("reference"), record.get("caption_type"), ""
-    )
-
-
-def task_row(
-    item_id: str, video: Any, instruction: Any, reference: Any, caption_type: Any, length_restriction: str
-) -> dict[str, Any]:
-    """The row the task works on: id, video, instruction, reference, caption_type (the prompt's name),
-    dataset_caption_type (as written), length_restriction (the instruction's length sentence, or "")."""
-    where = f"item {item_id}"
-    if not isinstance(video, str) or not video.strip():
-        raise DatasetError(f"{where}: 'video' must be a file name, got {video!r}")
-    for name, text in (("instruction", instruction), ("reference", reference)):
-        if not isinstance(text, str) or not text.strip():
-            raise DatasetError(f"{where}: the {name} must be non-empty text, got {text!r}")
-    try:
-        normalised_type = normalise_caption_type(caption_type, item=item_id)
-    except UnknownCaptionType as error:
-        raise DatasetError(str(error)) from None
-    return {
-        "id": item_id,
-        "video": video,
-        "instruction": instruction,
-        "reference": reference,
-        "caption_type": normalised_type,
-        "dataset_caption_type": caption_type,
-        "length_restriction": length_restriction,
-    }
-
-
-def _item_id(record: Any, position: int) -> str:
-    if not isinstance(record, Mapping):
-        raise DatasetError(f"record {position + 1}: expected an object, got {type(record).__name__}")
-    return record_id(record, position)
-
-
-def _turn_text(turn: Any, where: str, index: int) -> str:
-    value = turn.get("value") if isinstance(turn, Mapping) else None
-    if not isinstance(value, str) or not value.strip():
-        raise DatasetError(f"{where}: conversations[{index}] has no text 'value'")
-    return value
-
-
-ANYCAP_FORMAT = ItemFormat("AnyCapEval video style", read_anycap_file, parse_anycap_record)
-DEMO_FORMAT = ItemFormat("AnyCap demo split", read_anycap_file, parse_demo_record)
 
 
 # ----------------------------------------------------------------------------------------------------------

@@ -1,5 +1,6 @@
 """The G-VEval task (tasks/gveval/): MSVD-Eval items, one G-VEval ACCR judgment per caption, the metrics.
-VATEX-EVAL's 18,000 rated candidates are items too (`VATEX_EVAL_FORMAT`, with the 1-or-9 `references` setting).
+Its items are MSVD-Eval's, VATEX-EVAL's 18,000 rated candidates (with the 1-or-9 `references` setting) or the
+demo split's: `capjudge.judges.datasets`, named by each YAML's `metadata.dataset`.
 
 The model describes each video; `GVEvalTask.process_document` judges that caption with `GVEvalJudge` through
 the process-wide judge client and returns, per item:
@@ -29,7 +30,6 @@ import logging
 import statistics
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any, ClassVar
 
 from capjudge.judges.descriptor import JudgeDescriptor
@@ -42,28 +42,18 @@ from capjudge.judges.gveval.judge import (
     GVEvalResult,
 )
 from capjudge.judges.types import ParseFailure
-from capjudge.metrics.files.jsonl import read_json
-from capjudge.metrics.human_correlation.msvd_eval import MsvdEvalError, parse_item
-from capjudge.metrics.human_correlation.vatex_eval import VatexEvalError, load_vatex_eval
 from capjudge.tasks.judged.settings import MAX_TRIES_LIMIT, constrained_output_enabled, parse_choice, parse_count, setting
-from capjudge.tasks.judged.sources import DatasetError, ItemFormat, read_json_lines, record_id
 from capjudge.judges.gveval.parser import SCORE_NAMES
 from capjudge.tasks.judged.judged_task import DEFAULT_MAX_CAPTION_CHARS, VIDEO_MISSING, JudgedTask, JudgeSettings
 from capjudge.tasks.judged.judged_task import resolve_max_caption_chars, resolve_samples
 
 __all__ = [
     "SCORE_NAMES",
-    "MSVD_EVAL_FORMAT",
-    "VATEX_EVAL_FORMAT",
     "VIDEO_MISSING",
     "GVEvalSettings",
     "GVEvalTask",
     "item_metrics",
     "judge_item",
-    "parse_demo_record",
-    "parse_msvd_record",
-    "read_msvd_eval_file",
-    "vatex_item_id",
 ]
 
 log = logging.getLogger(__name__)
@@ -75,117 +65,6 @@ DEFAULT_MAX_TRIES = 3
 # "1-ref" = refs[:1], "9-ref" = all). Only tasks whose metadata names `references` read it.
 VATEX_REFERENCE_COUNTS = (1, 9)
 VATEX_REFERENCES_ENV = "CAPJUDGE_VATEX_REFERENCES"
-
-
-# ----------------------------------------------------------------------------------------------------------
-# Items
-
-
-def read_msvd_eval_file(path: Path) -> list[dict[str, Any]]:
-    """Raw records with their ids. MSVD-Eval.json is one object keyed by item id; a .jsonl file (the demo
-    split, or any copy in the same shape) has one object per line with an `id` field."""
-    if path.suffix.lower() == ".jsonl":
-        return read_json_lines(path)
-    raw = read_json(path, DatasetError, unique_keys=True, top_level_key="item id")
-    if isinstance(raw, dict):
-        records = []
-        for item_id, row in raw.items():
-            if not isinstance(row, dict):
-                raise DatasetError(f"{path}: item {item_id!r}: expected an object, got {type(row).__name__}")
-            records.append({**row, "id": item_id})
-        return records
-    if isinstance(raw, list):
-        return raw
-    raise DatasetError(f"{path}: expected an object keyed by item id (MSVD-Eval's shape) or a list of items")
-
-
-def parse_msvd_record(record: Mapping[str, Any], position: int) -> dict[str, Any]:
-    """One MSVD-Eval item -> a task row: id, video (file name), references, candidate, human_scores.
-
-    `human_score` (per annotator [accuracy, completeness, conciseness, relevance, mean], 1-5) is optional:
-    items without it are judged but take no part in the judge-human correlation.
-    """
-    if not isinstance(record, Mapping):
-        raise DatasetError(f"record {position + 1}: expected an object, got {type(record).__name__}")
-    item_id = record_id(record, position)
-    has_human_scores = record.get("human_score") not in (None, [])
-    # msvd_eval.parse_item validates the whole MSVD-Eval row (and every annotator's scores); an item without
-    # human scores is checked the same way with a stand-in row that only lacks them.
-    checked = dict(record) if has_human_scores else {**record, "human_score": [[1, 1, 1, 1, 1]]}
-    try:
-        item = parse_item(item_id, checked)
-    except MsvdEvalError as error:
-        raise DatasetError(str(error)) from None
-    return {
-        "id": item.item_id,
-        "video": item.video_name,
-        "references": list(item.references),
-        "candidate": item.candidate,
-        "human_scores": [list(scores.as_tuple()) for scores in item.human_scores] if has_human_scores else [],
-    }
-
-
-MSVD_EVAL_FORMAT = ItemFormat("MSVD-Eval", read_msvd_eval_file, parse_msvd_record)
-
-
-def parse_demo_record(record: Mapping[str, Any], position: int) -> dict[str, Any]:
-    """One row of the packaged demo split (`tasks/demo/gveval_demo.jsonl`, written by
-    `tests/demo_data.py`): id, video, references, already in the task's shape; no human scores."""
-    if not isinstance(record, Mapping):
-        raise DatasetError(f"record {position + 1}: expected an object, got {type(record).__name__}")
-    item_id = record_id(record, position)
-    video = record.get("video")
-    if not isinstance(video, str) or not video.strip():
-        raise DatasetError(f"item {item_id!r}: 'video' must be a file name, got {video!r}")
-    references = record.get("references")
-    if not isinstance(references, list) or not references or not all(isinstance(r, str) and r.strip() for r in references):
-        raise DatasetError(f"item {item_id!r}: 'references' must be a non-empty list of captions")
-    return {"id": item_id, "video": video, "references": list(references), "candidate": None, "human_scores": []}
-
-
-DEMO_FORMAT = ItemFormat("G-VEval demo split", read_json_lines, parse_demo_record)
-
-
-def vatex_item_id(clip_id: str, candidate_index: int) -> str:
-    """A VATEX-EVAL candidate's item id, `<clip_id>#<candidate_index>`. One id per candidate because every
-    reader (the logged record's `item_id`, captions_file, the run readers, the leaderboard) keys items by
-    one id; VATEX clip ids (`<youtubeid>_<start>_<end>`) never hold '#', so it splits back unambiguously."""
-    return f"{clip_id}#{candidate_index}"
-
-
-def read_vatex_eval_file(path: Path) -> list[dict[str, Any]]:
-    """VATEX-EVAL's file, one record per rated candidate (3,000 clips x 6 = 18,000), validated clip by clip
-    by `vatex_eval.load_vatex_eval` (its errors name the clip)."""
-    try:
-        candidates = load_vatex_eval(path)
-    except VatexEvalError as error:
-        raise DatasetError(str(error)) from None
-    return [
-        {"clip_id": c.clip_id, "candidate_index": c.candidate_index, "caption": c.caption, "references": c.references}
-        for c in candidates
-    ]
-
-
-def parse_vatex_record(record: Mapping[str, Any], position: int) -> dict[str, Any]:
-    """One candidate -> a task row: id (`<clip_id>#<candidate_index>`), clip_id and candidate_index kept apart,
-    video `<clip_id>.mp4`, the clip's 9 references (the judge is shown 1 or 9 of them: the `references`
-    setting), candidate. The ratings stay in the file: `capjudge vatex` correlates against them."""
-    if not isinstance(record, Mapping):
-        raise DatasetError(f"record {position + 1}: expected an object, got {type(record).__name__}")
-    clip_id, index = record.get("clip_id"), record.get("candidate_index")
-    if not isinstance(clip_id, str) or not clip_id or isinstance(index, bool) or not isinstance(index, int):
-        raise DatasetError(f"record {position + 1}: needs a clip_id string and an integer candidate_index")
-    return {
-        "id": vatex_item_id(clip_id, index),
-        "clip_id": clip_id,
-        "candidate_index": index,
-        "video": f"{clip_id}.mp4",
-        "references": list(record["references"]),
-        "candidate": record["caption"],
-    }
-
-
-VATEX_EVAL_FORMAT = ItemFormat("VATEX-EVAL", read_vatex_eval_file, parse_vatex_record)
 
 
 # ----------------------------------------------------------------------------------------------------------

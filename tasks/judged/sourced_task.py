@@ -1,5 +1,5 @@
-"""`SourcedTask`: an lmms-eval ConfigurableTask whose items come from `sources.resolve_source` and whose
-per-item metrics come from the task class itself.
+"""`SourcedTask`: an lmms-eval ConfigurableTask whose items come from `sources.resolve_source`, read with the
+item format of the dataset its metadata names (`capjudge.judges.datasets`), and whose per-item metrics come from the task class itself.
 
 Task YAMLs use it with `class: !function utils.<TaskClass>`, so the data location can come from the
 environment or the hub while the YAML stays static. Two lmms-eval behaviours shape this class:
@@ -18,16 +18,27 @@ environment or the hub while the YAML stays static. Two lmms-eval behaviours sha
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, ClassVar
 
 import datasets
 from capjudge.judges.client.config import ConfigError
-from capjudge.tasks.judged.sources import DatasetError, ItemFormat, import_dotted, load_rows, resolve_source
+from capjudge.judges.datasets.items import DatasetError, ItemFormat, load_rows
+from capjudge.judges.datasets.known_datasets import item_format_of
+from capjudge.tasks import TASKS_DIR
+from capjudge.tasks.judged.sources import resolve_source
 from capjudge.tasks.judged.run_outcome import refused_inside_lmms_eval
 from lmms_eval.api.task import ConfigurableTask
 
 
 class SourcedTask(ConfigurableTask):
+    # The datasets a task brings itself, by the name its YAML's `metadata.dataset` gives (looked up before
+    # capjudge's own, `capjudge.judges.datasets.known_datasets`), and the folder its `metadata.default_data`
+    # is in. A judge outside capjudge (the test suite's third judge) sets both to ship its items beside its YAML.
+    own_datasets: ClassVar[Mapping[str, ItemFormat]] = {}
+    data_folder: ClassVar[Path] = TASKS_DIR
+
     def __init__(self, *args: Any, config: dict[str, Any] | None = None, **kwargs: Any) -> None:
         if config is not None:  # lmms-eval passes the YAML through, `class` key included
             config = {key: value for key, value in config.items() if key != "class"}
@@ -61,12 +72,8 @@ class SourcedTask(ConfigurableTask):
         # a library call) the caller reports it, once.
         with refused_inside_lmms_eval(ConfigError, DatasetError):
             self.check_ready()
-            if "item_format" not in metadata:
-                raise DatasetError(f"task {self.config.task!r}: metadata.item_format (a dotted path to an ItemFormat) is missing")
-            item_format = import_dotted(metadata["item_format"])
-            if not isinstance(item_format, ItemFormat):
-                raise DatasetError(f"task {self.config.task!r}: metadata.item_format {metadata['item_format']!r} is not an ItemFormat")
-            source = resolve_source(metadata)
+            item_format = item_format_of(self.config.task, metadata, self.own_datasets)
+            source = resolve_source(metadata, data_folder=self.data_folder)
             rows = load_rows(source, item_format, split)
             self.check_rows(rows)
             self.check_judge()

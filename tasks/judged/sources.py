@@ -6,71 +6,38 @@ loads the items from, in order of precedence:
 
 1. a local file named by an environment variable (`metadata.data_env`, e.g. CAPJUDGE_MSVD_EVAL_JSON),
 2. a Hugging Face hub dataset named by an environment variable (`metadata.hub_env`), loaded with `datasets`,
-3. a file shipped inside this package (`metadata.default_data`, relative to the tasks folder: the demo data).
+3. a file shipped with the task (`metadata.default_data`, relative to the task's data folder: capjudge's
+   tasks folder, where the demo data is).
 
 With none of them available the task fails once, at load, with a message naming the variables to set.
 Videos are resolved against the folder named by `metadata.videos_env` (or, for a file, the file's own
-folder); every row carries its folder. Every record, whichever the source, goes through the task's
-`ItemFormat` (`metadata.item_format`, a dotted path), which owns the dataset's quirks and raises
+folder); every row carries its folder. Every record, whichever the source, goes through the dataset's
+`ItemFormat` (`metadata.dataset`, see `capjudge.judges.datasets`), which owns the dataset's quirks and raises
 `DatasetError` naming the bad item.
 """
 
 from __future__ import annotations
 
-import importlib
 import logging
 import os
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from capjudge.judges.client.config import ConfigError
-from capjudge.metrics.files.jsonl import read_objects
-
+from capjudge.judges.datasets.items import VIDEOS_DIR_KEY, VIDEOS_ENV_KEY, DataSource, DatasetError
 from capjudge.tasks import TASKS_DIR
 
 log = logging.getLogger(__name__)
-
-# The key under which every row carries its videos folder (so worker threads never read the environment).
-VIDEOS_DIR_KEY = "_videos_dir"
-# The key under which every row names the variable that sets its videos folder (for error messages).
-VIDEOS_ENV_KEY = "_videos_env"
-
-class DatasetError(ValueError):
-    """A dataset file or row is unusable; the message names the file and the item."""
 
 
 # ----------------------------------------------------------------------------------------------------------
 # Where the items come from
 
 
-@dataclass(frozen=True)
-class DataSource:
-    kind: str  # "local", "hub" or "packaged"
-    location: str
-    videos_dir: Path | None
-    videos_env: str | None = None
-
-    def describe(self) -> str:
-        return f"{self.kind}:{self.location}"
-
-
-@dataclass(frozen=True)
-class ItemFormat:
-    """How one dataset's records are read from a file and turned into task rows.
-
-    `read_file(path)` returns the raw records (each with its id, in file order); `parse_record(record,
-    position)` validates one raw record (from a file or a hub row) and returns the row the task works on,
-    raising DatasetError naming the item.
-    """
-
-    name: str
-    read_file: Callable[[Path], list[dict[str, Any]]]
-    parse_record: Callable[[Mapping[str, Any], int], dict[str, Any]]
-
-
-def resolve_source(metadata: Mapping[str, Any], env: Mapping[str, str] | None = None) -> DataSource:
+def resolve_source(metadata: Mapping[str, Any], env: Mapping[str, str] | None = None, data_folder: Path = TASKS_DIR) -> DataSource:
+    """The source the metadata names, first of: the file in `data_env`, the hub dataset in `hub_env`, the
+    `default_data` file (relative to `data_folder`). Raises DatasetError naming the variables to set."""
     env = os.environ if env is None else env
     videos_env = metadata.get("videos_env")
     videos_dir = Path(env[videos_env]).expanduser() if videos_env and env.get(videos_env) else None
@@ -85,57 +52,12 @@ def resolve_source(metadata: Mapping[str, Any], env: Mapping[str, str] | None = 
         return DataSource("hub", env[hub_env], videos_dir, videos_env)
     default = metadata.get("default_data")
     if default:
-        path = TASKS_DIR / default
+        path = data_folder / default
         if not path.is_file():
             raise DatasetError(f"packaged task data {path} is missing (is the package installed completely?)")
         return DataSource("packaged", str(path), videos_dir or path.parent, videos_env)
     wanted = " or ".join(name for name in (data_env, hub_env) if name)
     raise DatasetError(f"task data not found: set {wanted} (see README, 'Running on the real benchmarks')")
-
-
-def load_rows(source: DataSource, item_format: ItemFormat, split: str) -> list[dict[str, Any]]:
-    """Every record of the source as a task row, each carrying its videos folder."""
-    if source.kind == "hub":
-        import datasets
-
-        records = [dict(row) for row in datasets.load_dataset(source.location, split=split)]
-    else:
-        records = item_format.read_file(Path(source.location))
-    if not records:
-        raise DatasetError(f"{item_format.name} at {source.describe()}: no items")
-    rows = []
-    for position, record in enumerate(records):
-        try:
-            row = item_format.parse_record(record, position)
-        except DatasetError as error:
-            raise DatasetError(f"{item_format.name} at {source.describe()}: {error}") from None
-        row[VIDEOS_DIR_KEY] = str(source.videos_dir) if source.videos_dir else ""
-        row[VIDEOS_ENV_KEY] = source.videos_env or ""
-        rows.append(row)
-    seen: set[str] = set()
-    for row in rows:
-        if row["id"] in seen:
-            raise DatasetError(f"{item_format.name} at {source.describe()}: item id {row['id']!r} occurs twice")
-        seen.add(row["id"])
-    return rows
-
-
-def read_json_lines(path: Path) -> list[dict[str, Any]]:
-    """A JSONL file as a list of objects; a bad line is a DatasetError naming the file and line."""
-    return read_objects(path, DatasetError, unique_keys=True)  # JSON keeps the last of a key given twice, silently
-
-
-def record_id(record: Mapping[str, Any], position: int) -> str:
-    """The record's id as a string (ids are compared as strings everywhere), or a DatasetError."""
-    value = record.get("id")
-    if value is None or isinstance(value, bool) or not isinstance(value, (str, int)) or str(value).strip() == "":
-        raise DatasetError(f"record {position + 1}: no usable 'id' (got {value!r})")
-    return str(value)
-
-
-def import_dotted(path: str) -> Any:
-    module_name, _, attribute = path.rpartition(".")
-    return getattr(importlib.import_module(module_name), attribute)
 
 
 # ----------------------------------------------------------------------------------------------------------

@@ -75,7 +75,7 @@ def caption_source(run: Path | None, captions: Path | None, task: str, model_nam
         # The name is not put into model_args: lmms-eval splits them on commas, and a name may hold one.
         return CaptionSource(f"captions file {captions}", "captions_file", f"path={captions}",
                              name, None, dict(caption_set.captions))
-    from capjudge.metrics.files.jsonl import read_json, read_objects
+    from capjudge.judges.jsonl import read_json, read_objects
     from capjudge.metrics.files.runs import run_display_name
 
     assert run is not None

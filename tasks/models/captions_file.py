@@ -42,7 +42,7 @@ from typing import Any
 
 from lmms_eval.api.model import lmms
 
-from capjudge.metrics.files.jsonl import read_json, read_objects
+from capjudge.judges.jsonl import read_json, read_objects
 from capjudge.tasks.judged.run_outcome import refused_inside_lmms_eval
 
 MODEL_ID = "captions_file"

@@ -302,7 +302,7 @@ def vatex_correlation() -> Section:
     clip-clustered resamples (target < 60 s), and how the time grows with the number of clips."""
     import numpy as np
 
-    from capjudge.metrics.human_correlation.vatex_eval import load_vatex_eval
+    from capjudge.judges.datasets.vatex_eval import load_vatex_eval
     from capjudge.metrics.human_correlation.vatex_report import Scorer, build_report
     from capjudge.metrics.statistics.correlation import BootstrapSettings
 

@@ -60,7 +60,7 @@ class ChosenClip:
 
 def choose_clips(path: Path, n_clips: int, n_strata: int, seed: int) -> list[ChosenClip]:
     """`n_clips` clips, `n_clips / n_strata` from each clip-mean-rating quantile stratum, in file order."""
-    from capjudge.metrics.human_correlation.vatex_eval import load_vatex_eval
+    from capjudge.judges.datasets.vatex_eval import load_vatex_eval
 
     if n_strata < 1 or n_clips < n_strata or n_clips % n_strata:
         raise SystemExit(f"error: --clips {n_clips} must be a positive multiple of --strata {n_strata}")

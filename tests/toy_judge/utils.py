@@ -1,9 +1,11 @@
-"""A third judge, for tests only: it proves a judge needs no edit outside its own files (this folder: this
-module, which lmms-eval loads for toy.yaml's `!function utils.<name>`, and toy.yaml).
+"""A third judge, for tests only: it proves a judge with its own dataset needs no edit outside its own files
+(this folder: this module, which lmms-eval loads for toy.yaml's `!function utils.<name>`, toy.yaml and its
+items, toy_items.jsonl).
 
 The toy judge shows the model 2 frames of the clip and asks for two 1-10 scores in a one-line grammar,
 `overall=N fluency=N`. Everything capjudge needs to know about it is its descriptor; the rest is its request,
-its parser, its typed result and its task class, as for the shipped judges.
+its parser, its typed result and its task class, as for the shipped judges; its items are its own too (their
+format here, the file beside it), read by capjudge's one loader.
 """
 
 # No `from __future__ import annotations` here: lmms-eval runs this file without registering it in sys.modules,
@@ -12,17 +14,20 @@ import re
 import statistics
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, ClassVar
 
+from capjudge.judges.datasets.items import DatasetError, ItemFormat, read_json_lines, record_id
 from capjudge.judges.descriptor import FrameGeometry, JudgeDescriptor
 from capjudge.judges.record import ReplyFields
 from capjudge.judges.types import ChatRequest, JudgeReply, ParseFailure
+from capjudge.tasks import TASKS_DIR
 from capjudge.tasks.judged.aggregations import count_failed, count_judged, mean_of_judged
 from capjudge.tasks.judged.judged_task import JudgedTask, JudgeSettings, resolve_samples
 from capjudge.tasks.judged.settings import parse_positive_int, setting
 from capjudge.tasks.judged.sources import doc_to_video
 
-__all__ = ["DESCRIPTOR", "ToyTask", "count_failed", "count_judged", "doc_to_video", "mean_of_judged"]
+__all__ = ["DESCRIPTOR", "TOY_ITEMS", "ToyTask", "count_failed", "count_judged", "doc_to_video", "mean_of_judged"]
 
 SCORE_NAMES = ("overall", "fluency")
 DESCRIPTOR = JudgeDescriptor(
@@ -36,6 +41,24 @@ DESCRIPTOR = JudgeDescriptor(
 )
 PROMPT = "TOY JUDGE. Rate the caption 1-10 for overall quality and fluency.\nCaption: {caption}\nAnswer: overall=N fluency=N"
 _REPLY = re.compile(r"overall=(\d+)\s+fluency=(\d+)")
+HERE = Path(__file__).resolve().parent
+# The toy's items name a clip of capjudge's packaged demo (tasks/demo/) rather than ship videos of their own.
+DEMO_CLIPS = TASKS_DIR / "demo"
+
+
+def parse_toy_item(record: Mapping[str, Any], position: int) -> dict[str, Any]:
+    """One line of toy_items.jsonl, `{"id", "clip": <demo clip name>, "reference"}` -> a task row: id, video,
+    reference (lmms-eval's target; the toy judge does not read it)."""
+    item_id = record_id(record, position)
+    clip, reference = record.get("clip"), record.get("reference")
+    if not isinstance(clip, str) or not clip.isidentifier():
+        raise DatasetError(f"item {item_id!r}: 'clip' must name a demo clip, got {clip!r}")
+    if not isinstance(reference, str) or not reference.strip():
+        raise DatasetError(f"item {item_id!r}: 'reference' must be a caption, got {reference!r}")
+    return {"id": item_id, "video": str(DEMO_CLIPS / f"{clip}.mp4"), "reference": reference}
+
+
+TOY_ITEMS = ItemFormat("toy items", read_json_lines, parse_toy_item)
 
 
 @dataclass(frozen=True)
@@ -97,6 +120,8 @@ class ToySettings(JudgeSettings):
 
 class ToyTask(JudgedTask):
     settings_type = ToySettings
+    own_datasets = {"toy_items": TOY_ITEMS}
+    data_folder = HERE
 
     @classmethod
     def run_judge(cls, doc: Mapping[str, Any], caption: str, settings: ToySettings, client: Any, video: Any) -> ToyResult:

@@ -1,11 +1,12 @@
-"""Loader for VATEX-EVAL (EMScore, CVPR 2022): 3,000 VATEX clips x 6 candidate captions, each rated 1-5 by 3 annotators.
+"""VATEX-EVAL (EMScore, CVPR 2022): 3,000 VATEX clips x 6 candidate captions, each rated 1-5 by 3 annotators.
+Its file loader, its human ratings, its item ids and its item format.
 
 The file (``vid_cans_score_dict.json``, see ``../shared/data/vatex_eval/README.md``) is one JSON object mapping a
 VATEX video id (``<youtubeid>_<start>_<end>``) to
 ``{"vid": id, "cands": [caption, ...], "scores": "[[a1, a2, a3], ...]", "refs": [[reference, ...]]}``:
 ``scores`` is a STRING holding one row of 3 ratings per candidate (the published copy writes them as floats,
 ``5.0``), and ``refs`` is a list holding ONE list of the 9 references. Every clip is validated on load, as
-MSVD-Eval is (:mod:`capjudge.metrics.human_correlation.msvd_eval`): a malformed clip fails here with its id in the message instead
+MSVD-Eval is (:mod:`capjudge.judges.datasets.msvd_eval`): a malformed clip fails here with its id in the message instead
 of surfacing later as a NaN or a shifted row inside a correlation. Nothing is skipped.
 """
 
@@ -18,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from capjudge.metrics.files.jsonl import read_json
+from capjudge.judges.datasets.items import DatasetError, ItemFormat
+from capjudge.judges.jsonl import read_json
 
 ANNOTATORS = 3
 RATING_SCALE = (1, 5)
@@ -37,6 +39,29 @@ class VatexCandidate:
     caption: str
     references: tuple[str, ...]  # the same tuple object for every candidate of a clip
     ratings: tuple[int, int, int]  # annotator 1, 2, 3, in the file's column order
+
+    @property
+    def item_id(self) -> str:
+        return item_id(self.clip_id, self.candidate_index)
+
+
+# A candidate's item id is `<clip_id>#<candidate_index>`: one id per candidate because every reader (the
+# logged record's `item_id`, captions_file, the run readers, the leaderboard) keys items by one id; VATEX clip
+# ids (`<youtubeid>_<start>_<end>`) never hold '#', so it splits back unambiguously.
+ITEM_ID_SEPARATOR = "#"
+
+
+def item_id(clip_id: str, candidate_index: int) -> str:
+    """A candidate's item id, `<clip_id>#<candidate_index>`."""
+    return f"{clip_id}{ITEM_ID_SEPARATOR}{candidate_index}"
+
+
+def split_item_id(value: str) -> tuple[str, int] | None:
+    """`<clip_id>#<candidate_index>` -> (clip_id, candidate_index); None for an id of another shape."""
+    clip_id, separator, index = value.rpartition(ITEM_ID_SEPARATOR)
+    if not separator or not clip_id or not index.isdigit():
+        return None
+    return clip_id, int(index)
 
 
 def load_vatex_eval(path: str | Path) -> tuple[VatexCandidate, ...]:
@@ -123,3 +148,42 @@ def ratings_matrix(candidates: Sequence[VatexCandidate]) -> np.ndarray:
 def clip_ids(candidates: Sequence[VatexCandidate]) -> np.ndarray:
     """The clip id of every candidate (what the clustered bootstrap resamples)."""
     return np.array([c.clip_id for c in candidates], dtype=object)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# As task items
+
+
+def read_vatex_eval_file(path: Path) -> list[dict[str, Any]]:
+    """The file, one record per rated candidate (3,000 clips x 6 = 18,000), validated clip by clip by
+    `load_vatex_eval` (its errors name the clip)."""
+    try:
+        candidates = load_vatex_eval(path)
+    except VatexEvalError as error:
+        raise DatasetError(str(error)) from None
+    return [
+        {"clip_id": c.clip_id, "candidate_index": c.candidate_index, "caption": c.caption, "references": c.references}
+        for c in candidates
+    ]
+
+
+def parse_vatex_record(record: Mapping[str, Any], position: int) -> dict[str, Any]:
+    """One candidate -> a task row: id (`<clip_id>#<candidate_index>`), clip_id and candidate_index kept apart,
+    video `<clip_id>.mp4`, the clip's 9 references (a task may show the judge fewer), candidate. The ratings
+    stay in the file: `capjudge vatex` correlates against them."""
+    if not isinstance(record, Mapping):
+        raise DatasetError(f"record {position + 1}: expected an object, got {type(record).__name__}")
+    clip_id, index = record.get("clip_id"), record.get("candidate_index")
+    if not isinstance(clip_id, str) or not clip_id or isinstance(index, bool) or not isinstance(index, int):
+        raise DatasetError(f"record {position + 1}: needs a clip_id string and an integer candidate_index")
+    return {
+        "id": item_id(clip_id, index),
+        "clip_id": clip_id,
+        "candidate_index": index,
+        "video": f"{clip_id}.mp4",
+        "references": list(record["references"]),
+        "candidate": record["caption"],
+    }
+
+
+VATEX_EVAL_FORMAT = ItemFormat("VATEX-EVAL", read_vatex_eval_file, parse_vatex_record)

@@ -1,4 +1,4 @@
-"""Loader for G-VEval's MSVD-Eval human-judgement set.
+"""MSVD-Eval, G-VEval's human-judgement set: its file loader, its human ratings and its item format.
 
 The file is one JSON object mapping an item id (``vid1301``) to
 ``{"vname": str, "ref": [str, ...], "candidate": str (optional), "human_score": [[acc, comp, conc, rel, mean], ...]}``
@@ -15,13 +15,15 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from capjudge.metrics.files.jsonl import read_json
-from capjudge.judges.gveval.parser import SCORE_NAMES
+from capjudge.judges.datasets.items import DatasetError, ItemFormat, read_json_lines, record_id
+from capjudge.judges.jsonl import read_json
 
-# Order of the columns in each annotator's list, as published. The G-VEval code correlates baselines with
+# The columns of each annotator's list, as published: G-VEval's four ACCR dimensions in the rubric's order,
+# then their mean. Spelled here, not taken from the judge, so that the file reads without any judge's code;
+# they are the G-VEval judge's score names too (tests/test_datasets.py checks), which is what lets its task
+# pair a judge score with the human column of the same name. The G-VEval code correlates baselines with
 # column 4 (the mean of the four ACCR dimensions).
-# MSVD-Eval's human-score columns are G-VEval's ACCR dimensions in the rubric's order, then their mean: the
-# judge's SCORE_NAMES (`capjudge.judges.gveval.parser`), one definition.
+SCORE_NAMES: tuple[str, ...] = ("accuracy", "completeness", "conciseness", "relevance", "mean")
 MEAN_INDEX = SCORE_NAMES.index("mean")
 # The published mean column is the plain mean of the four dimensions; allow for rounding in other copies.
 _MEAN_TOLERANCE = 0.01
@@ -122,3 +124,52 @@ def human_matrix(items: Sequence[MsvdItem], dimension: str) -> np.ndarray:
         for annotator, scores in enumerate(item.human_scores):
             matrix[row, annotator] = scores.as_tuple()[column]
     return matrix
+
+
+# ----------------------------------------------------------------------------------------------------------
+# As task items
+
+
+def read_msvd_eval_file(path: Path) -> list[dict[str, Any]]:
+    """Raw records with their ids. MSVD-Eval.json is one object keyed by item id; a .jsonl file (any copy in
+    the same shape) has one object per line with an `id` field."""
+    if path.suffix.lower() == ".jsonl":
+        return read_json_lines(path)
+    raw = read_json(path, DatasetError, unique_keys=True, top_level_key="item id")
+    if isinstance(raw, dict):
+        records = []
+        for item_id, row in raw.items():
+            if not isinstance(row, dict):
+                raise DatasetError(f"{path}: item {item_id!r}: expected an object, got {type(row).__name__}")
+            records.append({**row, "id": item_id})
+        return records
+    if isinstance(raw, list):
+        return raw
+    raise DatasetError(f"{path}: expected an object keyed by item id (MSVD-Eval's shape) or a list of items")
+
+
+def parse_msvd_record(record: Mapping[str, Any], position: int) -> dict[str, Any]:
+    """One MSVD-Eval item -> a task row: id, video (file name), references, candidate, human_scores.
+
+    `human_score` (per annotator [accuracy, completeness, conciseness, relevance, mean], 1-5) is optional:
+    items without it are judged but take no part in the judge-human correlation.
+    """
+    item_id = record_id(record, position)
+    has_human_scores = record.get("human_score") not in (None, [])
+    # parse_item validates the whole MSVD-Eval row (and every annotator's scores); an item without human
+    # scores is checked the same way with a stand-in row that only lacks them.
+    checked = dict(record) if has_human_scores else {**record, "human_score": [[1, 1, 1, 1, 1]]}
+    try:
+        item = parse_item(item_id, checked)
+    except MsvdEvalError as error:
+        raise DatasetError(str(error)) from None
+    return {
+        "id": item.item_id,
+        "video": item.video_name,
+        "references": list(item.references),
+        "candidate": item.candidate,
+        "human_scores": [list(scores.as_tuple()) for scores in item.human_scores] if has_human_scores else [],
+    }
+
+
+MSVD_EVAL_FORMAT = ItemFormat("MSVD-Eval", read_msvd_eval_file, parse_msvd_record)
