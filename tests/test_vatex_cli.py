@@ -162,3 +162,65 @@ def test_cache_dir_without_baselines_is_a_usage_error(vatex, tmp_path):
     assert result.returncode == 2 and result.stdout == ""
     assert result.stderr.strip() == "capjudge vatex: --cache-dir applies to --baselines"
     assert list(tmp_path.iterdir()) == []  # nothing computed, nothing cached
+
+
+def _standardised_log_words(words: np.ndarray) -> np.ndarray:
+    logs = np.log(np.maximum(words, 1.0))
+    return (logs - logs.mean()) / logs.std()
+
+
+def _fixed_effects_slope(scores: np.ndarray, z: np.ndarray, clips: np.ndarray) -> float:
+    """OLS slope of scores on z with a dummy column per clip, by numpy's least squares (the textbook design)."""
+    _, index = np.unique(clips, return_inverse=True)
+    design = np.zeros((len(scores), index.max() + 2))
+    design[np.arange(len(scores)), index] = 1.0
+    design[:, -1] = z
+    return float(np.linalg.lstsq(design, scores, rcond=None)[0][-1])
+
+
+def _demeaned_slope(scores: np.ndarray, z: np.ndarray, clips: np.ndarray) -> float:
+    """The same slope from the within-clip demeaned data (Frisch-Waugh-Lovell)."""
+    _, index = np.unique(clips, return_inverse=True)
+    counts = np.bincount(index)
+    zd = z - (np.bincount(index, weights=z) / counts)[index]
+    yd = scores - (np.bincount(index, weights=scores) / counts)[index]
+    return float(zd @ yd / (zd @ zd))
+
+
+def test_the_length_bias_rows_are_the_within_clip_slopes_and_their_difference(full_report, vatex):
+    report, scores = full_report
+    _, candidates = vatex
+    bias = report["length_bias"]
+    human = ratings_matrix(candidates).mean(axis=1)
+    z = _standardised_log_words(np.array([len(c.caption.split()) for c in candidates], dtype=float))
+    clips = np.array([c.clip_id for c in candidates])
+    for side, values in (("judge", scores), ("human", human)):
+        assert bias[side]["slope"] == pytest.approx(_demeaned_slope(values / values.std(), z, clips), rel=1e-9)
+        assert bias[side]["interval"]["low"] <= bias[side]["slope"] <= bias[side]["interval"]["high"]
+        assert (bias[side]["n_candidates"], bias[side]["n_clusters"]) == (18_000, 3_000)
+    assert bias["excess"] == pytest.approx(bias["judge"]["slope"] - bias["human"]["slope"], abs=1e-12)
+    # The demeaned form is the fixed-effects OLS slope: checked against the dummy design on 200 clips.
+    subset = slice(0, 1200)
+    assert _fixed_effects_slope(human[subset], z[subset], clips[subset]) == pytest.approx(
+        _demeaned_slope(human[subset], z[subset], clips[subset]), rel=1e-9)
+
+
+@pytest.mark.parametrize(("kind", "verdict"), [("length_loving", "rewards length beyond the raters"),
+                                               ("mean_rating", "no excess length bias shown")])
+def test_a_length_loving_scorer_is_named_and_the_raters_own_mean_shows_no_excess(vatex, tmp_path, kind, verdict):
+    path, candidates = vatex
+    chosen = candidates[:3000]  # 500 clips
+    human = ratings_matrix(chosen).mean(axis=1)
+    logs = np.log([max(len(c.caption.split()), 1) for c in chosen])
+    scores = human + (human.std() * (logs - logs.mean()) / logs.std() if kind == "length_loving" else 0.0)
+    scorer = _write_scorer(tmp_path / f"{kind}.jsonl", chosen, scores)
+    result = run_capjudge("vatex", str(path), str(scorer), "--resamples", "200", "--format", "json")
+    assert result.returncode == 0, result.stderr
+    bias = json.loads(result.stdout)["length_bias"]
+    if kind == "length_loving":
+        assert bias["interval"]["low"] > 0
+    else:  # the scorer is the humans' mean itself: the same slope, to rounding
+        assert bias["excess"] == pytest.approx(0.0, abs=1e-9)
+    table = run_capjudge("vatex", str(path), str(scorer), "--resamples", "200")
+    assert table.returncode == 0, table.stderr
+    assert "Length bias (within-clip slope on standardised log words" in table.stdout and verdict in table.stdout

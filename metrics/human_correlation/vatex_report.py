@@ -16,6 +16,15 @@ candidates themselves, is correlated over the same candidates with the same clip
 shows how much of a scorer's agreement length alone would give. The human ceiling (each annotator against the
 mean of the other two) is over those candidates too, so every row of one report describes the same items.
 
+Length bias (with a scorer): the scorer's within-clip slope on caption length beside the humans' (their mean
+rating), over the same candidates and clip resamples (capjudge.metrics.statistics.length_bias), and the
+difference: the scorer's *excess* length bias, the part of its liking for long captions the raters do not share.
+Both scores are put in standard-deviation units over the correlated candidates first (the scorer's 0-100 and the
+raters' 1-5 have no common unit otherwise), so a slope reads "score SDs per SD of log words". The clip fixed
+effects absorb anything constant within a clip, its references' length included: that is why no reference-length
+term appears. A noisy but fair scorer shows a slightly negative excess (noise widens its SD); only an excess
+whose interval lies above 0 is a bias.
+
 With ``baselines`` (``capjudge vatex --baselines``: BLEU-1, BLEU-4, METEOR, ROUGE-L, CIDEr with 1 and 9
 references, :mod:`capjudge.metrics.human_correlation.vatex_baselines`), each baseline is one more scorer,
 correlated the same way over the same candidates; the table prints them as rows of their own table, one column
@@ -49,6 +58,7 @@ from capjudge.metrics.human_correlation.vatex_protocols import (
     human_ceiling,
 )
 from capjudge.metrics.statistics.correlation import BootstrapSettings
+from capjudge.metrics.statistics.length_bias import ExcessLengthBias, LengthBiasError, excess_length_bias
 
 DEFAULT_METRIC = "gveval_mean"
 LENGTH_SCORER = "caption length (words)"
@@ -95,6 +105,8 @@ class VatexReport:
     baselines: tuple[ScorerCorrelations, ...] = ()  # the classic baselines, when asked for
     # Published figures of other scorers, with their sources: printed beside ours, never computed or tuned here.
     published: tuple[PublishedFigure, ...] = ()
+    # The scorer's length slope beside the humans' and their difference (with a scorer; see the module docstring).
+    length_bias: ExcessLengthBias | None = None
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -282,7 +294,19 @@ def build_report(data: str | Path, candidates: Sequence[VatexCandidate], scorer:
         human_ceiling=ceiling,
         baselines=tuple(correlate(each) for each in baselines),
         published=published_figures(),
+        length_bias=None if scorer is None else _length_bias(scorer, ratings, length.values[keep], clips, keep, settings),
     )
+
+
+def _length_bias(scorer: Scorer, ratings: np.ndarray, words: np.ndarray, clips: np.ndarray, keep: np.ndarray,
+                 settings: BootstrapSettings) -> ExcessLengthBias:
+    """The scorer's and the mean rating's within-clip length slopes, both in SD units, with the same resamples."""
+    judge, human = scorer.values[keep], ratings.mean(axis=1)
+    try:
+        return excess_length_bias(judge / judge.std(), human / human.std(), words, clips,
+                                  n_resamples=settings.n_resamples, seed=settings.seed, confidence=settings.confidence)
+    except LengthBiasError as error:  # e.g. every caption of every clip the same length
+        raise VatexReportError(f"{scorer.source}: length bias: {error}") from None
 
 
 def _check_annotators_vary(data: str | Path, ratings: np.ndarray) -> None:
@@ -325,9 +349,26 @@ def report_to_table(report: VatexReport) -> str:
         "",
         *(f"- {p.description} ({p.n_rows:,} rows per coefficient)" for p in (*report.scorers[0].protocols, ceiling)),
     ]
+    if report.length_bias is not None:
+        lines += ["", *_length_bias_lines(report.length_bias)]
     if report.published:
         lines += ["", published_to_table(report.published).rstrip("\n")]
     return "\n".join(lines) + "\n"
+
+
+def _length_bias_lines(bias: ExcessLengthBias) -> list[str]:
+    def slope(value: float, interval: Any) -> str:
+        return f"{value:+.3f}" + (f" [{interval.low:+.3f}, {interval.high:+.3f}]" if interval is not None else "")
+
+    low = bias.interval.low if bias.interval is not None else None
+    verdict = ("the scorer rewards length beyond the raters" if low is not None and low > 0 else
+               "no excess length bias shown" if bias.interval is not None else "no interval (no resamples)")
+    return [
+        "Length bias (within-clip slope on standardised log words; scores in SD units; "
+        f"{bias.judge.n_candidates:,} candidates, {bias.judge.n_clusters:,} clips):",
+        f"  scorer {slope(bias.judge.slope, bias.judge.interval)}   humans (mean rating) "
+        f"{slope(bias.human.slope, bias.human.interval)}   excess {slope(bias.excess, bias.interval)}: {verdict}",
+    ]
 
 
 def _baseline_table(report: VatexReport) -> list[str]:
