@@ -119,10 +119,11 @@ def _env(tmp_path, server, judge: str) -> dict[str, str]:
             "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
 
 
-def _sensitivity(tmp_path, server, judge: str, *extra: str, out: str | None = None):
+def _sensitivity(tmp_path, server, judge: str, *extra: str, out: str | None = None, env: dict | None = None):
     out_folder = tmp_path / (out or judge)
     done = run_capjudge_cli(["sensitivity", "--task", TASK, "--captions", str(CAPTIONS), "--out", str(out_folder),
-                             "--resamples", "1000", *extra], env=_env(tmp_path, server, judge), cwd=REPO_ROOT)
+                             "--resamples", "1000", *extra], env={**_env(tmp_path, server, judge), **(env or {})},
+                            cwd=REPO_ROOT)
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads((out_folder / f"sensitivity_{TASK}.json").read_text(encoding="utf-8"))
     return done, report
@@ -155,6 +156,10 @@ def test_a_fair_video_aware_judge_passes_everything_in_exactly_1_plus_p_judgment
     assert rows["padding", "conciseness"]["verdict"] == "expected direction"
     assert "Passes: padding, hallucination, truncation, shuffle, mismatch. Fooled by: nothing." in done.stdout
     assert "| padding | conciseness | down |" in done.stdout
+    from PIL import Image
+
+    with Image.open(tmp_path / "fair" / f"sensitivity_{TASK}.png") as plot:  # the shifts with their CIs
+        assert plot.format == "PNG" and plot.size[0] > 300 and plot.size[1] > 200
 
     # The texts are exactly the perturbations of the captions, as the perturbations module makes them.
     expected_variants = perturb_all(world.captions, 0)
@@ -220,3 +225,23 @@ def test_the_dry_run_states_the_judgments_and_prices_them_without_a_request(tmp_
     assert done.returncode == 0, done.stderr[-3000:]
     assert "sensitivity: 10 items x (1 original + 2 perturbations) = 30 judgments; 30 to ask" in done.stdout
     assert "30 requests expected" in done.stdout and "cost: $" in done.stdout
+
+
+def test_a_panel_is_reported_as_the_panel_and_each_member(tmp_path, world):
+    """With CAPJUDGE_PANEL the same judging path judges with every member: the panel (the judge's own
+    combination: G-VEval's mean of each score) and each member get their rows."""
+    with judge_server(responder=world.respond) as server:
+        panel = tmp_path / "panel.json"
+        panel.write_text(json.dumps({"members": [{"name": name, "model": name, "base_url": server.base_url}
+                                                 for name in ("fair", "blind")]}))
+        _, report = _sensitivity(tmp_path, server, "panel", "--perturbation", "mismatch",
+                                 env={"CAPJUDGE_PANEL": str(panel)})
+        assert len(server.log) == 2 * (1 + 1) * len(world.ids)  # members x (1 + perturbations) x items
+    assert report["scorers"] == ["panel", "fair", "blind"]
+    assert report["fooled_by"] == {"panel": {}, "fair": {}, "blind": {"mismatch": [*DIMENSIONS, "mean"]}}
+    for item in report["items"]:
+        for caption in (item["original"], *item["variants"]):
+            judgments = caption["judgments"]
+            for dimension in DIMENSIONS:
+                assert judgments["panel"]["scores"][dimension] == pytest.approx(
+                    (judgments["fair"]["scores"][dimension] + judgments["blind"]["scores"][dimension]) / 2)

@@ -8,8 +8,8 @@ mean paired shift with a clip-bootstrap CI, the share of items moved the sound w
 
 The parser only: the judging is capjudge.tasks.sensitivity.judging (through the task's own judge_all: the same
 client, cache, budget and panel as `capjudge judge`), the statistics capjudge.metrics.sensitivity.
-Writes OUT/sensitivity_<task>.json (every text the judge saw, both judgments per pair, every shift); prints the
-table (or `--format json`: the same without the items). Exit status: 2 bad input, 3 above
+Writes OUT/sensitivity_<task>.json (every text the judge saw, both judgments per pair, every shift) and
+OUT/sensitivity_<task>.png (the shifts with their CIs); prints the table (or `--format json`: the same without the items). Exit status: 2 bad input, 3 above
 CAPJUDGE_MAX_FAILURE_RATE unjudged (the file is written first).
 """
 
@@ -140,6 +140,7 @@ def _dry_run(args: argparse.Namespace, perturbations: list[Any], prices: tuple[f
 
 def _judge(args: argparse.Namespace, perturbations: list[Any], out: Path) -> int:
     from capjudge.judges.atomic_files import write_replacing
+    from capjudge.metrics.sensitivity.plot import render_shifts_png
     from capjudge.metrics.sensitivity.report import markdown, report_json, summary_json
     from capjudge.tasks.judged.run_outcome import EXIT_STATUS, failure_rate_problem
     from capjudge.tasks.judging.stage import load_judged_task
@@ -152,10 +153,13 @@ def _judge(args: argparse.Namespace, perturbations: list[Any], out: Path) -> int
     path = out / REPORT_NAME.format(task=args.task)
     document = {**report_json(report, command), "judge_identity": dict(task.identity())}
     write_replacing(path, json.dumps(document, indent=2, ensure_ascii=False, default=str) + "\n")
+    plot = path.with_suffix(".png")
+    write_replacing(plot, render_shifts_png(report))
     if args.format == "json":
-        print(json.dumps({**summary_json(report, command), "report_file": str(path)}, indent=2, ensure_ascii=False))
+        print(json.dumps({**summary_json(report, command), "report_file": str(path), "plot": str(plot)}, indent=2,
+                         ensure_ascii=False))
     else:
-        print(markdown(report, command) + f"\nEvery text the judge saw, with both judgments: {path}")
+        print(markdown(report, command) + f"\nEvery text the judge saw, with both judgments: {path}\nPlot: {plot}")
     problem = failure_rate_problem(*unjudged_share(report))
     if problem is not None:
         print(f"capjudge sensitivity: {problem}", file=sys.stderr)
