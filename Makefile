@@ -118,5 +118,13 @@ VATEX_EVAL_JSON ?= ../shared/data/vatex_eval/vid_cans_score_dict.json
 vatex-local-judge: setup
 	$(PY) tests/benchmarks/vatex_local_judge.py --vatex-eval $(VATEX_EVAL_JSON)
 
+# What fools the embedded local judge (issue #39): `capjudge sensitivity` on the demo items and the first
+# MSVD_ITEMS rated candidates of MSVD-Eval (a few minutes here): not part of `make test`. Writes
+# results/sensitivity_local_judge.md.
+.PHONY: sensitivity-local-judge
+MSVD_ITEMS ?= 8
+sensitivity-local-judge: setup
+	$(PY) tests/benchmarks/sensitivity_local_judge.py --msvd-eval $(MSVD_EVAL_JSON) --msvd-items $(MSVD_ITEMS)
+
 clean:
 	rm -rf $(VENV) $(MIN_VENV)

@@ -25,7 +25,7 @@ CLI_FOLDER = REPO_ROOT / "tasks" / "cli"
 # The commands capjudge has today; a module dropped from COMMAND_MODULES takes its commands out of this set.
 KNOWN_COMMANDS = {
     "render", "parse", "length-rule", "correlate", "leaderboard", "report", "reliability", "agreement",
-    "serve-local", "demo", "judge", "cache", "estimate",
+    "serve-local", "demo", "judge", "cache", "estimate", "sensitivity",
 }
 
 

@@ -1,0 +1,167 @@
+"""`capjudge sensitivity`: what fools the configured judge. Judges a task's captions and controlled perturbations
+of them (padding, hallucination, truncation, shuffle, mismatch) and reports, per perturbation and score, the
+mean paired shift with a clip-bootstrap CI, the share of items moved the sound way, and a verdict.
+
+    capjudge sensitivity --task gveval_demo --captions tasks/demo/captions_good.jsonl --out results/sensitivity
+    capjudge sensitivity --task gveval_references --candidates --limit 30 --out results/sensitivity   # MSVD-Eval's
+    capjudge sensitivity ... --dry-run --price-input 2.50 --price-output 10.00   # judgments, tokens, cost; sends nothing
+
+The parser only: the judging is capjudge.tasks.sensitivity.judging (through the task's own judge_all: the same
+client, cache, budget and panel as `capjudge judge`), the statistics capjudge.metrics.sensitivity.
+Writes OUT/sensitivity_<task>.json (every text the judge saw, both judgments per pair, every shift) and
+OUT/sensitivity_<task>.png (the shifts with their CIs); prints the table (or `--format json`: the same without the items). Exit status: 2 bad input, 3 above
+CAPJUDGE_MAX_FAILURE_RATE unjudged (the file is written first).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+from capjudge.tasks import TASKS_DIR
+from capjudge.tasks.cli.bounds import MAX_ITEMS, MAX_RESAMPLES, MAX_SEED, count_argument
+from capjudge.tasks.judging.estimate import DEFAULT_OUTPUT_TOKENS
+
+# Below this many resamples the 2.5% and 97.5% percentiles of a 95% CI rest on a handful of draws.
+MIN_RESAMPLES = 100
+DEFAULT_RESAMPLES = 2000
+REPORT_NAME = "sensitivity_{task}.json"
+
+
+def register(groups: Any) -> None:
+    parser = groups.top.add_parser(
+        "sensitivity", help="what fools the judge: judge captions and controlled perturbations, report the shifts",
+        description=__doc__.split("\n\n")[0])
+    parser.add_argument("run", nargs="?", type=Path, help="an lmms-eval output folder or *_results.json with samples")
+    parser.add_argument("--captions", type=Path, help="instead of RUN: a captions JSONL/JSON keyed by item id")
+    parser.add_argument("--candidates", action="store_true",
+                        help="instead of RUN: the task's own rated candidates (MSVD-Eval, VATEX-EVAL)")
+    parser.add_argument("--task", required=True, help="the capjudge task whose items and judge to use")
+    parser.add_argument("--out", type=Path, help="output folder for sensitivity_<task>.json (not needed with --dry-run)")
+    parser.add_argument("--perturbation", action="append", metavar="NAME",
+                        help="a perturbation to apply (repeatable; default: every one)")
+    count_argument(parser, "--limit", low=1, high=MAX_ITEMS, help="only the first N items, in the task's order")
+    count_argument(parser, "--seed", low=0, high=MAX_SEED, default=0,
+                   help="seed of the perturbations and of the resamples (default 0)")
+    count_argument(parser, "--resamples", low=MIN_RESAMPLES, high=MAX_RESAMPLES, default=DEFAULT_RESAMPLES,
+                   help=f"clip-bootstrap resamples per CI (default {DEFAULT_RESAMPLES})")
+    parser.add_argument("--format", choices=("table", "json"), default="table", help="what to print (default table)")
+    parser.add_argument("--include-path", type=Path, default=TASKS_DIR, help="task folders (default: capjudge's)")
+    dry = parser.add_argument_group("Before a run: what it asks and costs (nothing is sent)")
+    dry.add_argument("--dry-run", action="store_true", help="print the judgments, requests, tokens and cost; judge nothing")
+    dry.add_argument("--price-input", type=str, help="USD per 1M input tokens")
+    dry.add_argument("--price-output", type=str, help="USD per 1M output tokens")
+    dry.add_argument("--output-tokens", type=float, default=DEFAULT_OUTPUT_TOKENS,
+                     help=f"expected tokens per reply (default {DEFAULT_OUTPUT_TOKENS})")
+    parser.set_defaults(func=run)
+
+
+def command_line(args: argparse.Namespace) -> str:
+    """The command as it can be typed again (what the report records)."""
+    words = ["capjudge", "sensitivity", *([str(args.run)] if args.run else [])]
+    words += ["--task", args.task]
+    if args.captions:
+        words += ["--captions", str(args.captions)]
+    if args.candidates:
+        words.append("--candidates")
+    if args.out:
+        words += ["--out", str(args.out)]
+    for name in args.perturbation or ():
+        words += ["--perturbation", name]
+    if args.limit:
+        words += ["--limit", str(args.limit)]
+    words += ["--seed", str(args.seed), "--resamples", str(args.resamples)]
+    if args.include_path != TASKS_DIR:
+        words += ["--include-path", str(args.include_path)]
+    return shlex.join(words)
+
+
+def run(args: argparse.Namespace) -> int:
+    # Imported here: `capjudge --help` should not load the client machinery and lmms-eval.
+    from capjudge.judges.client.config import ConfigError
+    from capjudge.metrics.files.outputs import OutputError, writable_folder
+    from capjudge.metrics.sensitivity.perturbations import PERTURBATIONS, PerturbationError, perturbation_named
+    from capjudge.models.captions_file import CaptionsFileError
+    from capjudge.tasks.cli.estimate import _prices
+    from capjudge.tasks.judged.sources import DatasetError
+    from capjudge.tasks.judging.estimate import EstimateError
+    from capjudge.tasks.judging.stage import JudgeStageError
+    from capjudge.tasks.sensitivity.judging import SensitivityError
+
+    try:
+        names = args.perturbation or [p.name for p in PERTURBATIONS]
+        if len(set(names)) != len(names):
+            raise SensitivityError(f"--perturbation: {sorted(n for n in names if names.count(n) > 1)[0]!r} given twice")
+        try:
+            perturbations = [perturbation_named(name) for name in names]
+        except PerturbationError as error:
+            raise SensitivityError(f"--perturbation: {error}") from None
+        if args.dry_run:
+            prices = _prices(args.price_input, args.price_output)
+            if not math.isfinite(args.output_tokens) or args.output_tokens < 0:
+                raise EstimateError(f"--output-tokens must be a number >= 0, got {args.output_tokens}")
+            return _dry_run(args, perturbations, prices)
+        if args.price_input or args.price_output:
+            raise SensitivityError("--price-input and --price-output go with --dry-run")
+        if args.out is None:
+            raise SensitivityError("--out is required: the report (every text the judge saw) is written there")
+        out = writable_folder(args.out)
+        return _judge(args, perturbations, out)
+    except (SensitivityError, PerturbationError, JudgeStageError, ConfigError, DatasetError, CaptionsFileError,
+            OutputError, EstimateError) as error:
+        print(f"capjudge sensitivity: {error}", file=sys.stderr)
+        return 2
+
+
+def _planned(args: argparse.Namespace, task: Any, perturbations: list[Any]) -> list[Any]:
+    from capjudge.tasks.sensitivity.judging import original_captions, plan
+
+    pairs = original_captions(task, args.task, args.run, args.captions, args.candidates, args.limit)
+    return plan(pairs, perturbations, args.seed)
+
+
+def _dry_run(args: argparse.Namespace, perturbations: list[Any], prices: tuple[float, float] | None) -> int:
+    from capjudge.tasks.judged.judged_task import counting_requests_only
+    from capjudge.tasks.judging.stage import load_judged_task
+    from capjudge.tasks.sensitivity.pricing import price_planned
+
+    with counting_requests_only():  # nothing is sent: no judge, key or cache is needed
+        task = load_judged_task(args.task, args.include_path)
+    planned = _planned(args, task, perturbations)
+    estimate = price_planned(task, planned, len(perturbations), output_tokens=args.output_tokens, prices=prices)
+    print("\n".join(estimate.lines()))
+    return 0
+
+
+def _judge(args: argparse.Namespace, perturbations: list[Any], out: Path) -> int:
+    from capjudge.judges.atomic_files import write_replacing
+    from capjudge.metrics.sensitivity.plot import render_shifts_png
+    from capjudge.metrics.sensitivity.report import markdown, report_json, summary_json
+    from capjudge.tasks.judged.run_outcome import EXIT_STATUS, failure_rate_problem
+    from capjudge.tasks.judging.stage import load_judged_task
+    from capjudge.tasks.sensitivity.judging import judge_planned, unjudged_share
+
+    task = load_judged_task(args.task, args.include_path)
+    planned = _planned(args, task, perturbations)
+    report = judge_planned(task, planned, perturbations, n_resamples=args.resamples, seed=args.seed)
+    command = command_line(args)
+    path = out / REPORT_NAME.format(task=args.task)
+    document = {**report_json(report, command), "judge_identity": dict(task.identity())}
+    write_replacing(path, json.dumps(document, indent=2, ensure_ascii=False, default=str) + "\n")
+    plot = path.with_suffix(".png")
+    write_replacing(plot, render_shifts_png(report))
+    if args.format == "json":
+        print(json.dumps({**summary_json(report, command), "report_file": str(path), "plot": str(plot)}, indent=2,
+                         ensure_ascii=False))
+    else:
+        print(markdown(report, command) + f"\nEvery text the judge saw, with both judgments: {path}\nPlot: {plot}")
+    problem = failure_rate_problem(*unjudged_share(report))
+    if problem is not None:
+        print(f"capjudge sensitivity: {problem}", file=sys.stderr)
+        return EXIT_STATUS
+    return 0
