@@ -354,10 +354,13 @@ class JudgedTask(SourcedTask):
 
     def metrics_for(self, doc: Mapping[str, Any], judgments: Mapping[str, ItemJudgment]) -> dict[str, Any]:
         """The per-item metrics of an item's judgments, keyed by member (what `judge_all`'s store gives)."""
+        return self.who_judges().item_metrics(judgments, self.item_hooks(doc))
+
+    def item_hooks(self, doc: Mapping[str, Any]) -> ItemHooks:
+        """What this judge's task does with one item's judgments (its combination, unjudged result, metrics)."""
         cls, settings = type(self), self.settings()
-        return self.who_judges().item_metrics(judgments, ItemHooks(
-            cls.combine, lambda caption, failure: cls.unjudged(doc, caption, settings, failure),
-            lambda judgment, identity: cls.item_metrics(doc, judgment, identity)))
+        return ItemHooks(cls.combine, lambda caption, failure: cls.unjudged(doc, caption, settings, failure),
+                         lambda judgment, identity: cls.item_metrics(doc, judgment, identity))
 
     # -- what lmms-eval aggregates ----------------------------------------------------------------------
 

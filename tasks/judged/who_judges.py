@@ -28,12 +28,19 @@ from capjudge.judges.descriptor import JudgeDescriptor
 from capjudge.judges.types import ParseFailure
 from capjudge.tasks.judged.item_judgment import ItemJudgment
 from capjudge.tasks.judged.members import Member
-from capjudge.tasks.judged.panel_judging import panel_aggregations, panel_higher_is_better, panel_item_metrics
+from capjudge.tasks.judged.panel_judging import (
+    panel_aggregations,
+    panel_higher_is_better,
+    panel_item_metrics,
+    panel_judgment,
+)
 
 log = logging.getLogger(__name__)
 
-# The key of the one judge's judgments (its member name never reaches a metric or a file).
+# The key of the one judge's judgments (its member name never reaches a metric or a file), and the scorer
+# name a report gives it; a panel's own scorer name beside its members'.
 ONE_JUDGE = "judge"
+PANEL_SCORER = "panel"
 
 
 @dataclass(frozen=True)
@@ -74,6 +81,14 @@ class WhoJudges:
         """One item's metrics from its members' judgments (keyed by member name)."""
         raise NotImplementedError
 
+    def scorers(self) -> tuple[str, ...]:
+        """The names a report gives the run's scorers: the judge's, or the panel's and then each member's."""
+        raise NotImplementedError
+
+    def scored_judgments(self, judgments: Mapping[str, ItemJudgment], hooks: ItemHooks) -> dict[str, ItemJudgment]:
+        """One item's judgment per scorer (`scorers`), from its members' judgments."""
+        raise NotImplementedError
+
     def aggregations(self, base: Mapping[str, Any]) -> dict[str, Any]:
         """The task's aggregations, from the YAML's (`base`)."""
         raise NotImplementedError
@@ -110,6 +125,13 @@ class OneJudge(WhoJudges):
     def item_metrics(self, judgments: Mapping[str, ItemJudgment], hooks: ItemHooks) -> dict[str, Any]:
         (judgment,) = judgments.values()
         return hooks.item_metrics(judgment, self.identity)
+
+    def scorers(self) -> tuple[str, ...]:
+        return (ONE_JUDGE,)
+
+    def scored_judgments(self, judgments: Mapping[str, ItemJudgment], hooks: ItemHooks) -> dict[str, ItemJudgment]:
+        (judgment,) = judgments.values()
+        return {ONE_JUDGE: judgment}
 
     def aggregations(self, base: Mapping[str, Any]) -> dict[str, Any]:
         return dict(base)
@@ -161,6 +183,14 @@ class PanelOfJudges(WhoJudges):
     def item_metrics(self, judgments: Mapping[str, ItemJudgment], hooks: ItemHooks) -> dict[str, Any]:
         return panel_item_metrics(judgments, self.panel, self.members, self.identity, self.descriptor, hooks.combine,
                                   hooks.unjudged, hooks.item_metrics)
+
+    def scorers(self) -> tuple[str, ...]:
+        return (PANEL_SCORER, *self.panel.names)
+
+    def scored_judgments(self, judgments: Mapping[str, ItemJudgment], hooks: ItemHooks) -> dict[str, ItemJudgment]:
+        caption = next(iter(judgments.values())).caption
+        combined = panel_judgment(judgments, self.panel, hooks.combine, lambda failure: hooks.unjudged(caption, failure))
+        return {PANEL_SCORER: combined, **judgments}
 
     def aggregations(self, base: Mapping[str, Any]) -> dict[str, Any]:
         return panel_aggregations(base, self.panel.names, self.descriptor)

@@ -26,11 +26,6 @@ from capjudge.metrics.sensitivity.report import (
     Judged, JudgedCaption, RunCounts, SensitivityItem, SensitivityReport, sensitivity_rows,
 )
 
-# The scorer name of a run with one judge; with a panel: "panel" and each member's name.
-ONE_JUDGE = "judge"
-PANEL = "panel"
-
-
 class SensitivityError(ValueError):
     """The captions cannot be used as asked; the message names the flag, file or item."""
 
@@ -123,22 +118,9 @@ class _Taken:
     requests: int
 
 
-def _one_judge(judgment: Any) -> _Taken:
+def _judged(judgment: Any) -> Judged:
     result = judgment.result
-    return _Taken({ONE_JUDGE: Judged(dict(result.scores()), None if result.ok else result.failure_kind,
-                                     bool(judgment.cache_hit))}, int(judgment.requests))
-
-
-def _with_panel(task: Any, doc: Mapping[str, Any], caption: str, by_member: Mapping[str, Any]) -> _Taken:
-    """The panel's judgment (the judge's own combination, at the panel's quorum) and each member's."""
-    from capjudge.tasks.judged.panel_judging import panel_judgment
-
-    cls, settings = type(task), task.settings()
-    combined = panel_judgment(by_member, task.panel(), cls.combine,
-                              lambda failure: cls.unjudged(doc, caption, settings, failure))
-    judgments = {PANEL: _one_judge(combined).judgments[ONE_JUDGE]}
-    judgments.update({name: _one_judge(judgment).judgments[ONE_JUDGE] for name, judgment in by_member.items()})
-    return _Taken(judgments, int(combined.requests))
+    return Judged(dict(result.scores()), None if result.ok else result.failure_kind, bool(judgment.cache_hit))
 
 
 def judge_planned(task: Any, planned: Sequence[PlannedItem], perturbations: Sequence[Perturbation], *,
@@ -148,13 +130,15 @@ def judge_planned(task: Any, planned: Sequence[PlannedItem], perturbations: Sequ
 
     asked = judgments_to_ask(planned)
     store = task.judge_all(asked, description=f"capjudge: sensitivity of {task.config.task}")
-    panel = task.panel()
+    who = task.who_judges()  # one judge: its own scorer; a panel: the panel's, then each member's
     taken: dict[tuple[str, str], _Taken] = {}
     for doc, text in asked:
-        judgment = store.take(item_key(doc, text))
-        assert judgment is not None, "judge_all judged every item it was given"
-        taken[item_key(doc, text)] = _one_judge(judgment) if panel is None else _with_panel(task, doc, text, judgment)
-    scorers = (ONE_JUDGE,) if panel is None else (PANEL, *panel.names)
+        by_member = store.take(item_key(doc, text))
+        assert by_member is not None, "judge_all judged every item it was given"
+        scored = who.scored_judgments(by_member, task.item_hooks(doc))
+        taken[item_key(doc, text)] = _Taken({name: _judged(judgment) for name, judgment in scored.items()},
+                                            sum(int(judgment.requests) for judgment in by_member.values()))
+    scorers = who.scorers()
 
     def judged(item: PlannedItem, name: str | None, text: str, change: str) -> JudgedCaption:
         return JudgedCaption(name, text, change, taken[(item.item_id, text)].judgments)
