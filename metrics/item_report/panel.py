@@ -39,10 +39,13 @@ from capjudge.judges.record import (
     LoggedJudge,
     RecordError,
 )
-from capjudge.metrics.files.panel_figures import Figure, panel_figure
+from capjudge.metrics.files.panel_figures import panel_figure
 from capjudge.metrics.files.task_run import TaskRun
 from capjudge.metrics.files.values import NotANumber, item_number
 from capjudge.metrics.item_report.views import JudgmentView, view_judgment
+from capjudge.metrics.statistics.annotator_agreement import PairAgreement
+from capjudge.metrics.statistics.panel_agreement import MemberOffset
+from capjudge.metrics.statistics.value_ci import ValueCI
 
 
 
@@ -95,19 +98,6 @@ class PanelJudgment:
 
 
 @dataclass(frozen=True)
-class PairAgreement:
-    first: str
-    second: str
-    kendall_b: Figure
-
-
-@dataclass(frozen=True)
-class MemberOffset:
-    member: str
-    offset: Figure  # mean (member − panel) over the items both scored
-
-
-@dataclass(frozen=True)
 class PanelAgreement:
     """How a panel's members agreed over one run of a task."""
 
@@ -116,9 +106,9 @@ class PanelAgreement:
     quorum: int | None
     members: tuple[PanelMember, ...]
     level: str | None  # alpha's level of measurement: the judge's `score_level` (None: not logged)
-    alpha: Figure
-    pairs: tuple[PairAgreement, ...]
-    offsets: tuple[MemberOffset, ...]
+    alpha: ValueCI
+    pairs: tuple[PairAgreement[str, ValueCI], ...]
+    offsets: tuple[MemberOffset, ...]  # mean (member − panel) over the items both scored
 
 
 def logged_panel(line: Mapping[str, Any]) -> LoggedPanel | None:

@@ -29,11 +29,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from capjudge.metrics.files.panel_figures import Figure
 from capjudge.judges.client.panel import pair_name
 from capjudge.metrics.leaderboard.panel import OrderFlip, TaskPanel
 from capjudge.metrics.leaderboard.table import Leaderboard, LeaderboardRow, MetricColumn
 from capjudge.metrics.leaderboard.stats import Comparison, Estimate
+from capjudge.metrics.statistics.value_ci import ValueCI
 
 WORSE_MARK = "▼"
 EMPTY = "—"
@@ -300,7 +300,7 @@ def _value_cell(value: float | None, column: MetricColumn, places: int) -> Cell:
     return Cell(f"{_scaled(value, column):.{places}f}", sort=_sort_key(value))
 
 
-def _interval_cell(figure: Figure, places: int, signed: bool = False) -> Cell:
+def _interval_cell(figure: ValueCI, places: int, signed: bool = False) -> Cell:
     if figure.value is None:
         return Cell(EMPTY, note="not defined for this run's items")
     spelled = (lambda v: f"{v:+.{places}f}") if signed else (lambda v: f"{v:.{places}f}")  # noqa: E731

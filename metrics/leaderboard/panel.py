@@ -34,9 +34,10 @@ from capjudge.judges.client.panel import (
     member_pairs,
     pair_name,
 )
-from capjudge.metrics.files.panel_figures import Figure, panel_figure
+from capjudge.metrics.files.panel_figures import panel_figure
 from capjudge.metrics.files.runs import Run
 from capjudge.metrics.files.task_run import TaskRun
+from capjudge.metrics.statistics.value_ci import ValueCI
 
 
 
@@ -56,9 +57,9 @@ class PanelModel:
     name: str
     members: tuple[str, ...]  # its run's whole panel, in the panel file's order
     standings: Mapping[str, MemberStanding]  # compared member -> standing
-    alpha: Figure
-    kendall: Mapping[tuple[str, str], Figure]  # pair of compared members (TaskPanel.pairs) -> tau-b
-    offsets: Mapping[str, Figure]  # compared member -> mean (member - panel)
+    alpha: ValueCI
+    kendall: Mapping[tuple[str, str], ValueCI]  # pair of compared members (TaskPanel.pairs) -> tau-b
+    offsets: Mapping[str, ValueCI]  # compared member -> mean (member - panel)
 
 
 @dataclass(frozen=True)
@@ -156,7 +157,7 @@ def task_panel(
 
 
 
-def _pair_figure(task_run: TaskRun, pair: tuple[str, str]) -> Figure:
+def _pair_figure(task_run: TaskRun, pair: tuple[str, str]) -> ValueCI:
     """The run's tau-b of `pair`: named `a~b` in its panel file's order, which may be the other way round
     from the first run's (tau-b and its interval are the same either way)."""
     first, second = pair
