@@ -19,9 +19,8 @@ the panel pooled, and per task how its members agreed (capjudge.metrics.item_rep
 from __future__ import annotations
 
 import ast
-import json
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -59,26 +58,6 @@ class ReportError(ValueError):
 
 
 @dataclass(frozen=True)
-class JudgeIdentity:
-    """Which judge, as the sample log's `judge` record names it."""
-
-    name: str | None
-    model: str | None
-    endpoint: str | None
-    version: str | None
-    settings: str | None  # canonical JSON
-
-    @classmethod
-    def from_logged(cls, judge: LoggedJudge | None) -> JudgeIdentity:
-        if judge is None:
-            return cls(None, None, None, None, None)
-        return cls(
-            name=judge.name, model=judge.model, endpoint=judge.endpoint, version=judge.judge_version,
-            settings=None if judge.settings is None else json.dumps(judge.settings, sort_keys=True, default=str),
-        )
-
-
-@dataclass(frozen=True)
 class ModelJudgment:
     """One model's caption for an item and how it was judged."""
 
@@ -109,7 +88,7 @@ class TaskSection:
     higher_is_better: bool
     models: tuple[str, ...]
     absent_models: tuple[str, ...]  # runs in the report that did not run this task
-    judges: tuple[JudgeIdentity, ...]
+    judges: tuple[LoggedJudge, ...]  # as logged, less its descriptor and capjudge release (see _section)
     items: tuple[ReportItem, ...]
     panels: tuple[PanelAgreement, ...] = ()  # per run judged by a panel, its members' agreement
 
@@ -175,10 +154,12 @@ def _section(task: str, runs: Sequence[Run], renderer: FrameRenderer) -> TaskSec
     first = having[0].tasks[task]
     main_metric = first.metric_names[0] if first.metric_names else "score"
     per_model = {run.name: _logged_items(run, run.tasks[task], main_metric) for run in having}
-    judges: list[JudgeIdentity] = []
+    judges: list[LoggedJudge] = []
 
     def judge_index(judge: LoggedJudge | None) -> int:
-        identity = JudgeIdentity.from_logged(judge)
+        # A judge is told apart by what the page shows of it (name, model, endpoint, version, settings): records
+        # that differ only in the descriptor facts or capjudge release they log are one judge here.
+        identity = LoggedJudge(None, None) if judge is None else replace(judge, descriptor=None, capjudge_version=None)
         if identity not in judges:
             judges.append(identity)
         return judges.index(identity)
