@@ -27,7 +27,7 @@ def _template(name: str) -> str:
     return resources.files("capjudge.metrics").joinpath("templates", name).read_text(encoding="utf-8")
 
 
-# Keys only a run judged by a panel has data for (ModelJudgment.panel, TaskSection.panels): left out of the page's
+# Keys only a run judged by a panel has data for (ModelJudgment.panel, ReportSection.panels): left out of the page's
 # data when empty, so a page of one-judge runs carries exactly what it did before panels.
 _PANEL_KEYS = frozenset({"panel", "panels"})
 

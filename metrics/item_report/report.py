@@ -36,15 +36,14 @@ from capjudge.metrics.item_report.frames import (
 from capjudge.judges.known_judges import judge_descriptor
 from capjudge.judges.record import JudgedRecord, Judgment, LoggedJudge
 from capjudge.metrics.item_report.panel import (
-    LoggedPanel,
-    PanelAgreement,
     PanelJudgment,
     PanelRecordError,
-    logged_panel,
-    panel_agreement,
-    panel_judgment,
+    RunPanelAgreement,
+    logged_panel_judgment,
+    run_panel_agreement,
 )
 from capjudge.metrics.item_report.views import JudgmentView, view_judgment
+from capjudge.metrics.files.judged_by import JudgedBy, judged_by_record
 from capjudge.metrics.files.jsonl import numbered_objects
 from capjudge.metrics.files.run_file_error import RunFileError
 from capjudge.metrics.files.runs import Run, read_runs
@@ -82,7 +81,7 @@ class ReportItem:
 
 
 @dataclass(frozen=True)
-class TaskSection:
+class ReportSection:
     task: str
     main_metric: str
     higher_is_better: bool
@@ -90,7 +89,7 @@ class TaskSection:
     absent_models: tuple[str, ...]  # runs in the report that did not run this task
     judges: tuple[LoggedJudge, ...]  # as logged, less its descriptor and capjudge release (see _section)
     items: tuple[ReportItem, ...]
-    panels: tuple[PanelAgreement, ...] = ()  # per run judged by a panel, its members' agreement
+    panels: tuple[RunPanelAgreement, ...] = ()  # per run judged by a panel, its members' agreement
 
 
 @dataclass(frozen=True)
@@ -101,7 +100,7 @@ class RunSource:
 
 @dataclass(frozen=True)
 class ItemReport:
-    sections: tuple[TaskSection, ...]
+    sections: tuple[ReportSection, ...]
     runs: tuple[RunSource, ...]
     warnings: tuple[str, ...]
 
@@ -146,10 +145,10 @@ class _Logged:
     record: JudgedRecord | None  # None: the line logs no record
     score: float | None
     where: str  # "run NAME: FILE, line N", for messages
-    panel: LoggedPanel | None = None  # the panel that judged it (None: one judge)
+    judged_by: JudgedBy  # who judged it: one judge, or a panel whose members' judgments it pools
 
 
-def _section(task: str, runs: Sequence[Run], renderer: FrameRenderer) -> TaskSection:
+def _section(task: str, runs: Sequence[Run], renderer: FrameRenderer) -> ReportSection:
     having = [run for run in runs if task in run.tasks]
     first = having[0].tasks[task]
     main_metric = first.metric_names[0] if first.metric_names else "score"
@@ -177,12 +176,12 @@ def _section(task: str, runs: Sequence[Run], renderer: FrameRenderer) -> TaskSec
                                            view_judgment(judge_descriptor(judge), _judgment(entry.record)),
                                            _panel_judgment(entry, main_metric, judge_index)))
         items.append(_item(task, entries, judgments, renderer))
-    return TaskSection(
+    return ReportSection(
         task=task, main_metric=main_metric, higher_is_better=first.higher_is_better.get(main_metric, True),
         models=tuple(run.name for run in having), absent_models=tuple(run.name for run in runs if task not in run.tasks),
         judges=tuple(judges), items=tuple(items),
         panels=tuple(_panel_agreement(run.name, run.tasks[task], per_model[run.name]) for run in having
-                     if any(entry.panel for entry in per_model[run.name].values())),
+                     if any(entry.judged_by.pooled for entry in per_model[run.name].values())),
     )
 
 
@@ -196,31 +195,31 @@ def _logged_items(run: Run, task_run: TaskRun, main_metric: str) -> dict[str, _L
         where = f"run {run.name}: {task_run.samples_path}, line {number}"
         try:
             record = logged_record(line, f"{task_run.samples_path}, line {number}")
-            panel = logged_panel(line)
+            judged_by = judged_by_record(line, f"{task_run.samples_path}, line {number}")
         except RunFileError as error:
             raise ReportError(f"run {run.name}: {error}") from None
-        except PanelRecordError as error:
-            raise ReportError(f"{where}: {error}") from None
-        logged[key] = _Logged(line, record, score, where, panel)
+        logged[key] = _Logged(line, record, score, where, judged_by)
     return logged
 
 
 def _panel_judgment(entry: _Logged, main_metric: str,
                     judge_index: Callable[[LoggedJudge | None], int]) -> PanelJudgment | None:
-    if entry.panel is None:
+    """Each member's judgment of a pooled item (the page's data has it only then); None for one judge's: its
+    one member's judgment is the model's own."""
+    if not entry.judged_by.pooled:
         return None
     try:
-        return panel_judgment(entry.line, entry.record, entry.panel, main_metric, judge_index)
+        return logged_panel_judgment(entry.line, entry.record, entry.judged_by, main_metric, judge_index)
     except PanelRecordError as error:
         raise ReportError(f"{entry.where}: {error}") from None
 
 
-def _panel_agreement(model: str, task_run: TaskRun, logged: Mapping[str, _Logged]) -> PanelAgreement:
-    """The agreement of the panel that judged the run's first item (a run's task has one judge, or one panel)."""
-    entry = next(entry for entry in logged.values() if entry.panel is not None)
-    assert entry.panel is not None
+def _panel_agreement(model: str, task_run: TaskRun, logged: Mapping[str, _Logged]) -> RunPanelAgreement:
+    """The agreement of the panel that judged the run's first pooled item (a run's task has one judge, or one
+    panel)."""
+    entry = next(entry for entry in logged.values() if entry.judged_by.pooled)
     descriptor = judge_descriptor(entry.record.judge if entry.record is not None else None)
-    return panel_agreement(model, task_run, entry.panel, descriptor.score_level if descriptor is not None else None)
+    return run_panel_agreement(model, task_run, entry.judged_by, descriptor.score_level if descriptor is not None else None)
 
 
 def _item(task: str, entries: list[tuple[str, _Logged]], judgments: list[ModelJudgment],

@@ -96,7 +96,8 @@ class TaskSection:
     main: tuple[DisplayColumn, ...]
     others: tuple[DisplayColumn, ...]
     judge_note: str
-    panel: PanelSection | None = None  # only for a task some run judged with a panel of judges
+    # The panel part: one for a task some run judged with a panel of judges, none for a task judged by one judge.
+    panels: tuple[PanelSection, ...] = ()
 
 
 def task_sections(board: Leaderboard) -> list[TaskSection]:
@@ -138,8 +139,8 @@ def _section(board: Leaderboard, task: str) -> TaskSection:
         main=tuple(main),
         others=tuple(_metric_column(c, rows, board, prefix, bounds=bounds.get(c.key)) for c in others),
         judge_note=_judge_note(rows, task),
-        panel=None if task not in board.panels or main_column is None
-        else _panel_section(board.panels[task], main_column, rows, prefix),
+        panels=() if main_column is None or task not in board.panels
+        else (_panel_section(board.panels[task], main_column, rows, prefix),),
     )
 
 
