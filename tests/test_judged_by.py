@@ -14,7 +14,8 @@ import copy
 
 import pytest
 
-from capjudge.metrics.files.judged_by import ONE_JUDGE, JudgedBy, RunMember, judged_by_record, judged_by_results
+from capjudge.judges.client.panel import ONE_JUDGE
+from capjudge.metrics.files.judged_by import JudgedBy, RunMember, judged_by_record, judged_by_results
 from capjudge.metrics.files.run_file_error import RunFileError
 from capjudge.metrics.files.task_run import TaskRun
 

@@ -19,13 +19,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from capjudge.judges.client.panel import MEMBER_NAME, MEMBER_SEPARATOR, PANEL_FIELD
+from capjudge.judges.client.panel import MEMBER_NAME, MEMBER_SEPARATOR, ONE_JUDGE, PANEL_FIELD
 from capjudge.judges.record import JUDGE_KEY, RECORD_METRIC
 from capjudge.metrics.files.run_file_error import RunFileError
 from capjudge.metrics.files.task_run import TaskRun
-
-# The one judge's member name. It names no metric and no file: a one-judge run's values are its own.
-ONE_JUDGE = "judge"
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from capjudge.judges.client.config import ConfigError, JudgeConfig
-from capjudge.judges.client.panel import Panel, configured_panel
+from capjudge.judges.client.panel import ONE_JUDGE, Panel, configured_panel
 from capjudge.judges.descriptor import JudgeDescriptor
 from capjudge.judges.types import ParseFailure
 from capjudge.tasks.judged.item_judgment import ItemJudgment
@@ -31,9 +31,6 @@ from capjudge.tasks.judged.members import Member
 from capjudge.tasks.judged.panel_judging import panel_aggregations, panel_higher_is_better, panel_item_metrics
 
 log = logging.getLogger(__name__)
-
-# The key of the one judge's judgments (its member name never reaches a metric or a file).
-ONE_JUDGE = "judge"
 
 
 @dataclass(frozen=True)
