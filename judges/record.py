@@ -25,6 +25,7 @@ the wrong types, is a `RecordError` naming the problem.
 
 from __future__ import annotations
 
+import json
 import math
 import statistics
 from collections.abc import Mapping, Sequence
@@ -80,7 +81,8 @@ class ReplyFields:
 
 @dataclass(frozen=True)
 class LoggedJudge:
-    """Which judge, with which model and settings, judged the item."""
+    """Which judge, with which model and settings, judged the item: the one type for a judge's identity that
+    every reader of a run takes (the leaderboard's judges of a task, the item report's judges of a section)."""
 
     name: str | None
     model: str | None
@@ -92,6 +94,35 @@ class LoggedJudge:
     descriptor: Mapping[str, Any] | None = None
     # The capjudge release that judged (its package version); None in records written before it was logged.
     capjudge_version: str | None = None
+
+    def __hash__(self) -> int:
+        # The settings and descriptor are JSON objects (dicts, unhashable): hashed by their canonical text, so a
+        # judge can key a count (the items each judge of a run scored). Equal judges hash alike.
+        return hash((self.name, self.model, self.endpoint, self.judge_version, self.settings_text,
+                     _canonical(self.descriptor), self.capjudge_version))
+
+    @property
+    def settings_text(self) -> str | None:
+        """The settings as canonical JSON (keys sorted): how they are shown, and compared as text."""
+        return _canonical(self.settings)
+
+    def as_scorer(self) -> LoggedJudge:
+        """This judge as it scores, whatever name or server it was reached under and however it described
+        itself: its model, judge version, settings and capjudge release. What runs' judges are compared by (the
+        leaderboard warns when the models of a task were scored by different ones)."""
+        return LoggedJudge(name=None, model=self.model, judge_version=self.judge_version, settings=self.settings,
+                           capjudge_version=self.capjudge_version)
+
+    def label(self) -> str:
+        """One line naming the judge as it scores: `model · version · capjudge release · settings`."""
+        parts = [self.model or "unknown model"]
+        if self.judge_version:
+            parts.append(self.judge_version)
+        if self.capjudge_version:
+            parts.append(f"capjudge {self.capjudge_version}")
+        if self.settings_text:
+            parts.append(self.settings_text)
+        return " · ".join(parts)
 
     def to_json(self) -> dict[str, Any]:
         logged = {"name": self.name, "model": self.model, "endpoint": self.endpoint,
@@ -362,6 +393,10 @@ def scores_mapping_fields(replies: Sequence[ReplySample | None]) -> ReplyFields:
 
 def _kind(value: Any) -> str:
     return "null" if value is None else f"a {type(value).__name__} ({str(value)[:40]!r})"
+
+
+def _canonical(value: Any) -> str | None:
+    return None if value is None else json.dumps(value, sort_keys=True, default=str)
 
 
 def _str_or_none(value: Any) -> str | None:

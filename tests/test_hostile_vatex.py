@@ -190,14 +190,14 @@ def _plant_caches(cache_dir, candidates, scores_of) -> dict[int, object]:
     )
     from capjudge.metrics.human_correlation.vatex_baselines import (
         REFERENCE_SETTINGS,
-        cache_key,
+        vatex_cache_key,
         cache_path,
     )
 
     cache_dir.mkdir(exist_ok=True)
     paths = {}
     for references in REFERENCE_SETTINGS:
-        key = cache_key(candidates, references, pycocoevalcap_version())
+        key = vatex_cache_key(candidates, references, pycocoevalcap_version())
         record = _cache_record(key, len(candidates), {name: list(scores_of(name)) for name in BASELINE_SCORERS})
         paths[references] = cache_path(cache_dir, candidates, references)
         paths[references].write_text(json.dumps(sealed(record)))

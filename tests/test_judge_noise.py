@@ -73,9 +73,9 @@ def test_reported_noise_and_icc_recover_the_true_values(tmp_path, seed):
     truth = np.array([true_score(int(line["judged"]["item_id"][4:])) for line in lines])
     true_sd = np.sqrt(NOISE_SD**2 + 1 / 12)  # the replies are rounded to integers
     true_icc = truth.var(ddof=1) / (truth.var(ddof=1) + true_sd**2)
-    assert report.item_sd.low <= true_sd <= report.item_sd.high, report.item_sd
-    assert report.icc_single.low <= true_icc <= report.icc_single.high, (report.icc_single, true_icc)
-    assert report.alpha.low <= true_icc <= report.alpha.high
+    assert report.item_sd.ci_low <= true_sd <= report.item_sd.ci_high, report.item_sd
+    assert report.icc_single.ci_low <= true_icc <= report.icc_single.ci_high, (report.icc_single, true_icc)
+    assert report.alpha.ci_low <= true_icc <= report.alpha.ci_high
     import krippendorff  # the closed form for complete data equals the package's general computation
 
     assert report.alpha.value == pytest.approx(krippendorff.alpha(reliability_data=matrix.T, level_of_measurement="interval"))
@@ -109,8 +109,8 @@ def test_the_intervals_cover_the_truth_at_their_level_in_simulation():
     for seed in range(runs):
         noise = np.random.default_rng(seed).normal(0, NOISE_SD, (N_ITEMS, K))
         report = retest_statistics(np.rint(truth[:, None] + noise), n_resamples=500, seed=seed)
-        covered_sd += report.item_sd.low <= true_sd <= report.item_sd.high
-        covered_icc += report.icc_single.low <= true_icc <= report.icc_single.high
+        covered_sd += report.item_sd.ci_low <= true_sd <= report.item_sd.ci_high
+        covered_icc += report.icc_single.ci_low <= true_icc <= report.icc_single.ci_high
     assert covered_sd / runs >= 0.9 and covered_icc / runs >= 0.9, (covered_sd, covered_icc)
 
 

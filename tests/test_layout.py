@@ -209,3 +209,70 @@ def test_the_layout_checks_can_fail():
         probe.unlink()
     assert re.search(r"^judges/", _readme_layout_block(), re.M)
     assert {"judges/client/judge_client.py", "tasks/cli/main.py", "judges/types.py"} <= _readme_layout_modules()
+
+
+# Names that must mean one thing across the package (issue #38 item 4): a public top-level class or function
+# is defined in one module only. A leading underscore keeps a name inside its module, so private helpers may
+# repeat. Each entry below lists exactly the modules allowed to define the name, so a further definition
+# anywhere else still fails.
+ALLOWED_REPEATS = {
+    # Module protocols: the same function in each module of a kind, called through the module.
+    "main": {"judges/local/llama_server.py", "tasks/cli/main.py", "tasks/cpu_requirements.py"},  # `python -m`
+    # Each subcommand module of tasks/cli: register(subparsers) and run(args), found by tasks/cli/main.py.
+    "register": {f"tasks/cli/{name}.py" for name in ("agreement", "anycap", "cache", "correlate", "demo", "estimate",
+                                                     "gveval", "judge", "leaderboard", "reliability", "report",
+                                                     "sensitivity", "serve_local", "tasks_folder", "vatex")},
+    "run": {f"tasks/cli/{name}.py" for name in ("demo", "estimate", "judge", "leaderboard", "sensitivity")},
+    # Each judge module's own API (its prompt, its request, its constrained-reply schema), called as
+    # `gveval.render_prompt(...)` / `anycap.build_request(...)`: the same role, one per judge.
+    **{name: {"judges/gveval/judge.py", "judges/anycap/judge.py"}
+       for name in ("build_request", "load_template", "local_reply_constraint", "render_prompt")},
+}
+
+
+def _public_definitions(paths: list[Path]) -> dict[str, set[str]]:
+    """Public top-level class and function name -> the files (relative to the repository) defining it."""
+    defined: dict[str, set[str]] = {}
+    for path in paths:
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and not node.name.startswith("_"):
+                defined.setdefault(node.name, set()).add(path.relative_to(REPO_ROOT).as_posix())
+    return defined
+
+
+def _repeated_names(paths: list[Path]) -> list[str]:
+    return [f"{name}: {', '.join(sorted(files))}" for name, files in sorted(_public_definitions(paths).items())
+            if len(files) > 1 and not files <= ALLOWED_REPEATS.get(name, set())]
+
+
+def test_each_public_name_is_defined_in_one_module():
+    assert _repeated_names(sorted(_modules().values())) == [], "one name, two meanings: rename one of them"
+
+
+def test_the_repeated_names_check_can_fail():
+    first, second = REPO_ROOT / "tests" / "__names_probe_a__.py", REPO_ROOT / "tests" / "__names_probe_b__.py"
+    try:
+        first.write_text("class Interval:\n    pass\n\ndef _helper():\n    pass\n\ndef main():\n    pass\n", encoding="utf-8")
+        second.write_text("def Interval():\n    pass\n\ndef _helper():\n    pass\n", encoding="utf-8")
+        assert _repeated_names([first, second]) == [
+            "Interval: tests/__names_probe_a__.py, tests/__names_probe_b__.py"]
+        # An allowed name defined outside the modules allowed to define it fails too.
+        second.write_text("def main():\n    pass\n", encoding="utf-8")
+        assert _repeated_names([first, second]) == ["main: tests/__names_probe_a__.py, tests/__names_probe_b__.py"]
+    finally:
+        first.unlink(missing_ok=True)
+        second.unlink(missing_ok=True)
+    # Every allowed repeat is still a repeat: an entry whose modules no longer define the name is stale.
+    defined = _public_definitions(sorted(_modules().values()))
+    assert {name: files for name, files in ALLOWED_REPEATS.items() if not files <= defined.get(name, set())} == {}
+
+
+def test_who_judges_is_told_apart_in_one_place():
+    """One judge or a panel is decided where who judges is built (tasks/judged/who_judges.py for judging;
+    capjudge.metrics.files.judged_by for the readers, from what a run logged): nowhere else tests a panel for
+    None (#38 item 2)."""
+    found = [f"{path.relative_to(REPO_ROOT)}:{number}" for path in sorted(_modules().values())
+             for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+             if re.search(r"\bpanel is (not )?None\b", line)]
+    assert [place for place in found if not place.startswith("tasks/judged/who_judges.py:")] == []
+    assert found, "the check reads the files: who_judges.py's own test is seen"

@@ -9,7 +9,6 @@ path is tests/test_leaderboard.py); every file is written by the real writers an
 from __future__ import annotations
 
 import csv
-import json
 import re
 from pathlib import Path
 
@@ -20,7 +19,8 @@ from capjudge.metrics.leaderboard.board import build_leaderboard
 from capjudge.metrics.leaderboard.stats import LeaderboardSettings
 from capjudge.metrics.leaderboard.render import MARKDOWN_WIDTH, MODEL_NAME_WIDTH, short_names, write_leaderboard
 from capjudge.metrics.files.runs import Run
-from capjudge.metrics.files.task_run import JudgeInfo, TaskRun
+from capjudge.judges.record import LoggedJudge
+from capjudge.metrics.files.task_run import TaskRun
 
 SETTINGS = LeaderboardSettings(n_resamples=300, n_permutations=300)
 N_ITEMS = 40
@@ -30,12 +30,12 @@ GVEVAL_SCORES = ("gveval_mean", "gveval_accuracy", "gveval_completeness", "gveva
 KENDALL = tuple(f"gveval_kendall_b_{d}{s}" for d in ("mean", "accuracy", "completeness", "conciseness", "relevance")
                 for s in ("", "_ci_low", "_ci_high"))
 ANYCAP_TYPES = ("brief", "detail", "poem", "narrative", "style")
-GVEVAL_JUDGE = JudgeInfo("gpt-4o-2024-05-13", "gveval-accr-video/1", json.dumps(
+GVEVAL_JUDGE = LoggedJudge(None, "gpt-4o-2024-05-13", judge_version="gveval-accr-video/1", settings=
     {"constrained_output": False, "max_tries": 3, "mode": "frames", "scoring": "expected",
-     "sampling": {"logprobs": True, "temperature": 1, "top_logprobs": 5, "top_p": 1}}, sort_keys=True))
-ANYCAP_JUDGE = JudgeInfo("gpt-4o-2024-08-06", "anycap-style-video/1", json.dumps(
+     "sampling": {"logprobs": True, "temperature": 1, "top_logprobs": 5, "top_p": 1}})
+ANYCAP_JUDGE = LoggedJudge(None, "gpt-4o-2024-08-06", judge_version="anycap-style-video/1", settings=
     {"constrained_output": False, "instruction_rule": False, "max_tries": 5, "tolerance": 10,
-     "sampling": {"max_tokens": 4096, "temperature": 0.7}}, sort_keys=True))
+     "sampling": {"max_tokens": 4096, "temperature": 0.7}})
 # Ten models, three with names longer than a Markdown column gets, two of them alike for 30 characters.
 MODELS = (
     "llava-onevision-qwen2-72b-ov-chat-hf", "llava-onevision-qwen2-72b-ov-sft-hf", "qwen2.5-vl-7b",
@@ -205,7 +205,7 @@ def test_the_judge_is_named_once_per_task(written):
 
 def test_different_judges_within_a_task_are_listed_per_model(tmp_path):
     runs = _runs()[:3]
-    other = JudgeInfo("local-gemma", "gveval-accr-video/1", None)
+    other = LoggedJudge(None, "local-gemma", judge_version="gveval-accr-video/1")
     moved = runs[2].tasks[GVEVAL]
     runs[2] = Run(runs[2].name, runs[2].results_paths, "captions_file", "", "2026-11-25",
                   {**runs[2].tasks, GVEVAL: TaskRun(**{**moved.__dict__, "judges": {other: N_ITEMS}})})

@@ -13,7 +13,8 @@ import pytest
 from capjudge.metrics.leaderboard.board import build_leaderboard
 from capjudge.metrics.leaderboard.stats import LeaderboardSettings
 from capjudge.metrics.files.runs import Run
-from capjudge.metrics.files.task_run import JudgeInfo, TaskRun
+from capjudge.judges.record import LoggedJudge
+from capjudge.metrics.files.task_run import TaskRun
 from capjudge.metrics.leaderboard.render import write_leaderboard
 
 TASK = "gveval_demo"
@@ -33,7 +34,7 @@ def _task_run(scores: list[float | None], failed: list[bool] | None = None, harn
         item_keys=tuple(f"item{i}" for i in range(n)),
         values={"gveval_mean": mean, "gveval_failed": np.array(failed, dtype=float)},
         bool_valued={"gveval_mean": False, "gveval_failed": True},
-        judges={JudgeInfo(model="test-judge", judge_version=None, settings=None): n},
+        judges={LoggedJudge(name=None, model="test-judge", judge_version=None, settings=None): n},
         judge_source="samples",
         samples_path=None,
     )

@@ -185,11 +185,11 @@ def test_a_cache_file_with_a_non_finite_score_is_not_used(tmp_path, bad):
     """A file under the right key whose scores hold a value no baseline gives (json reads Infinity, NaN, 1e999)
     is not read as scores: reading it says what is wrong (and vatex_baselines then recomputes and replaces it)."""
     from capjudge.metrics.human_correlation.baseline_cache import CACHE_FORMAT, pycocoevalcap_version, read_cache, sealed
-    from capjudge.metrics.human_correlation.vatex_baselines import cache_key
+    from capjudge.metrics.human_correlation.vatex_baselines import vatex_cache_key
     from capjudge.judges.datasets.vatex_eval import VatexCandidate
 
     candidates = [VatexCandidate("clip_a", i, f"a caption {i}", ("a reference",), (3, 4, 5)) for i in range(2)]
-    key = cache_key(candidates, 1, pycocoevalcap_version())
+    key = vatex_cache_key(candidates, 1, pycocoevalcap_version())
     scores = {name: [0.5, 0.25] for name in BASELINE_SCORERS}
     path = tmp_path / "cache.json"
     # Sealed with its digest, as the cache writes it: a file without one is stale (tests/test_hostile_vatex.py).

@@ -66,6 +66,10 @@ VARIABLE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 MAX_DIGITS_IN_VARIABLE_NAME = 8
 # Separates a metric from the member it belongs to: `gveval_mean@qwen`.
 MEMBER_SEPARATOR = "@"
+# The member name of one judge (no panel): a run judged by one judge is judged by one member, whose values are
+# the run's own, so this name is never part of a metric or a file. Shared by who judges a task
+# (capjudge.tasks.judged.who_judges) and who judged a run (capjudge.metrics.files.judged_by).
+ONE_JUDGE = "judge"
 # What a panel run logs beyond each member's metrics, named once here, below every layer that writes
 # (capjudge.tasks.judged.panel_judging) or reads them (the leaderboard, the item report): the agreement
 # figures, each with its interval's ends placed before the `@` (`panel_offset_ci_low@qwen`), a pair of members

@@ -14,10 +14,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from capjudge.judges.client.panel import MEMBER_NAME, member_metric
-from capjudge.judges.record import JUDGE_KEY, RECORD_METRIC
+from capjudge.judges.client.panel import member_metric
 from capjudge.judges.known_judges import judge_descriptor
 from capjudge.judges.jsonl import numbered_objects
+from capjudge.metrics.files.judged_by import judged_by_record
 from capjudge.metrics.files.run_file_error import RunFileError
 from capjudge.metrics.files.runs import find_results_files, samples_path
 from capjudge.metrics.files.task_run import logged_record
@@ -55,8 +55,11 @@ def run_scores(path: Path, task: str, judge_label: str = "judge") -> RunScores:
     if metric is None:
         raise RunFileError(f"{samples}, line {lines[0][0]}: no judge record naming a known judge; "
                                "cannot tell which metric is the judge's score")
-    members = _panel_members(lines[0][1], f"{samples}, line {lines[0][0]}")
-    fields = {("panel" if members else judge_label): metric, **{m: member_metric(metric, m) for m in members}}
+    judged_by = judged_by_record(lines[0][1], f"{samples}, line {lines[0][0]}")
+    # The run's own values are its one judge's, or the panel's (pooled); a panel's members' come after them.
+    members = judged_by.logged_apart
+    own = "panel" if judged_by.pooled else judge_label
+    fields = {own: metric, **{m: member_metric(metric, m) for m in members}}
     scores: dict[str, dict[str, float | None]] = {name: {} for name in fields}
     for number, line in lines:
         where = f"{samples}, line {number}"
@@ -74,16 +77,3 @@ def run_scores(path: Path, task: str, judge_label: str = "judge") -> RunScores:
                 raise RunFileError(f"{where}: {field}: {problem}") from None
     return RunScores(task, metric, scores, members, samples)
 
-
-def _panel_members(line: Mapping[str, object], where: str) -> tuple[str, ...]:
-    """The member names a panel run's record lists (`judged.judge.panel.members`); () for one judge."""
-    record = line.get(RECORD_METRIC)
-    judge = record.get(JUDGE_KEY) if isinstance(record, Mapping) else None
-    panel = judge.get("panel") if isinstance(judge, Mapping) else None
-    if panel is None:
-        return ()
-    members = panel.get("members") if isinstance(panel, Mapping) else None
-    names = [member.get("name") if isinstance(member, Mapping) else None for member in members or []]
-    if not names or not all(isinstance(name, str) and MEMBER_NAME.match(name) for name in names):
-        raise RunFileError(f"{where}: the record's judge.panel.members is not a list of named members")
-    return tuple(names)  # type: ignore[arg-type]

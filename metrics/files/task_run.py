@@ -54,38 +54,6 @@ _LMMS_SAMPLE_FIELDS = frozenset(
 
 
 @dataclass(frozen=True)
-class JudgeInfo:
-    """Which judge scored an item, as the task logged it (or as the task config declares it)."""
-
-    model: str | None
-    judge_version: str | None = None
-    settings: str | None = None  # canonical JSON of the settings, so two infos compare by value
-    capjudge_version: str | None = None  # None for records written before capjudge logged its version
-
-    @classmethod
-    def from_logged(cls, judge: LoggedJudge | None) -> JudgeInfo | None:
-        if judge is None:
-            return None
-        settings = judge.settings
-        return cls(
-            model=judge.model,
-            judge_version=judge.judge_version,
-            settings=json.dumps(settings, sort_keys=True, default=str) if settings is not None else None,
-            capjudge_version=judge.capjudge_version,
-        )
-
-    def label(self) -> str:
-        parts = [self.model or "unknown model"]
-        if self.judge_version:
-            parts.append(self.judge_version)
-        if self.capjudge_version:
-            parts.append(f"capjudge {self.capjudge_version}")
-        if self.settings:
-            parts.append(self.settings)
-        return " · ".join(parts)
-
-
-@dataclass(frozen=True)
 class TaskRun:
     """One task of one run: per-item values of every metric, aligned with `item_keys`."""
 
@@ -96,7 +64,8 @@ class TaskRun:
     item_keys: tuple[str, ...] | None  # None: no samples file (run without --log_samples)
     values: Mapping[str, np.ndarray]  # metric -> (n_items,) float, NaN = no value for that item
     bool_valued: Mapping[str, bool]  # metric -> every logged value was a bool
-    judges: Mapping[JudgeInfo, int]  # judge -> number of items it scored
+    # judge, as it scores (LoggedJudge.as_scorer: wherever it was served) -> number of items it scored
+    judges: Mapping[LoggedJudge, int]
     judge_source: Literal["samples", "config", "unknown"]
     samples_path: Path | None
     # What judging cost, summed over the logged records (requests and tokens as the API reported them; items
@@ -153,12 +122,12 @@ def read_task(
     bool_valued = {metric: True for metric in metric_names}
     seen_value = {metric: False for metric in metric_names}
     keys: list[str] = []
-    judges: Counter[JudgeInfo] = Counter()
+    judges: Counter[LoggedJudge] = Counter()
     usage: Counter[str] = Counter()
     for position, (line_number, line) in enumerate(numbered):
         record = logged_record(line, f"{samples_path}, line {line_number}")
         keys.append(_item_key(line, record))
-        judge = JudgeInfo.from_logged(record.judge if record is not None else None)
+        judge = record.judge.as_scorer() if record is not None and record.judge is not None else None
         if judge is not None:
             judges[judge] += 1
         _add_usage(usage, record.judgment if record is not None else None)
@@ -267,7 +236,7 @@ def _is_bool(raw: Any, score_key: str) -> bool:
     return isinstance(raw, bool)
 
 
-def _judge_from_config(task_config: Mapping[str, Any]) -> JudgeInfo | None:
+def _judge_from_config(task_config: Mapping[str, Any]) -> LoggedJudge | None:
     metadata = task_config.get("metadata")
     if isinstance(metadata, list):  # some lmms-eval YAMLs write metadata as a list of one-key dicts
         metadata = {k: v for entry in metadata if isinstance(entry, Mapping) for k, v in entry.items()}
@@ -275,11 +244,12 @@ def _judge_from_config(task_config: Mapping[str, Any]) -> JudgeInfo | None:
         return None
     if metadata.get("judge") is not None:
         try:
-            return JudgeInfo.from_logged(LoggedJudge.from_logged(metadata["judge"]))
+            judge = LoggedJudge.from_logged(metadata["judge"])
         except RecordError as problem:
             raise RunFileError(f"the task config's metadata.judge: {problem}") from None
+        return judge.as_scorer() if judge is not None else None
     model = metadata.get("judge_model") or metadata.get("gpt_eval_model_name")
-    return JudgeInfo(str(model), _str_or_none(metadata.get("judge_version"))) if model else None
+    return LoggedJudge(None, str(model), judge_version=_str_or_none(metadata.get("judge_version"))) if model else None
 
 
 def _str_or_none(value: Any) -> str | None:

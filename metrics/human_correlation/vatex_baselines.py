@@ -76,14 +76,14 @@ def _label(references: int) -> str:
     return f"vatex_baselines_{references}ref"
 
 
-def cache_key(candidates: Sequence[VatexCandidate], references: int, version: str) -> str:
+def vatex_cache_key(candidates: Sequence[VatexCandidate], references: int, version: str) -> str:
     """sha256 of exactly what is scored with `references` references, the pycocoevalcap version and the format."""
     return content_key(_items(candidates, references), _label(references), version)
 
 
 def cache_path(cache_dir: Path, candidates: Sequence[VatexCandidate], references: int) -> Path:
     """Where `candidates`' baselines with `references` references are (or will be) cached."""
-    return cache_file(cache_dir, _label(references), cache_key(candidates, references, pycocoevalcap_version()))
+    return cache_file(cache_dir, _label(references), vatex_cache_key(candidates, references, pycocoevalcap_version()))
 
 
 def baseline_scorers(candidates: Sequence[VatexCandidate], cache_dir: Path, data: str = "",

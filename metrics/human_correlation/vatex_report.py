@@ -256,7 +256,7 @@ def _split_item_key(key: str) -> tuple[str, int]:
 # The report
 
 
-def build_report(data: str | Path, candidates: Sequence[VatexCandidate], scorer: Scorer | None,
+def build_vatex_report(data: str | Path, candidates: Sequence[VatexCandidate], scorer: Scorer | None,
                  settings: BootstrapSettings, baselines: Sequence[Scorer] = ()) -> VatexReport:
     """Every protocol for the scorer (if any), for caption length and for each baseline, and the human
     ceiling, over the candidates the scorer has a value for, all on one set of clip resamples."""
@@ -319,7 +319,7 @@ def _check_annotators_vary(data: str | Path, ratings: np.ndarray) -> None:
                                    f"{column[0]:g}: no correlation with their ratings is defined")
 
 
-def report_to_json(report: VatexReport) -> str:
+def vatex_report_to_json(report: VatexReport) -> str:
     """Coefficients as computed (-1..1), every protocol with its description, row count and CI method."""
     return json.dumps(dataclasses.asdict(report), indent=2)
 

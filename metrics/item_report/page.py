@@ -16,6 +16,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from capjudge.judges.record import LoggedJudge
 from capjudge.metrics.item_report.report import PAGE_NAME, ItemReport
 
 _SLOT = re.compile(r"\{\{(title|style|script|data)\}\}")
@@ -26,7 +27,7 @@ def _template(name: str) -> str:
     return resources.files("capjudge.metrics").joinpath("templates", name).read_text(encoding="utf-8")
 
 
-# Keys only a run judged by a panel has data for (ModelJudgment.panel, TaskSection.panels): left out of the page's
+# Keys only a run judged by a panel has data for (ModelJudgment.panel, ReportSection.panels): left out of the page's
 # data when empty, so a page of one-judge runs carries exactly what it did before panels.
 _PANEL_KEYS = frozenset({"panel", "panels"})
 
@@ -35,9 +36,18 @@ def _without_empty_panels(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return {key: value for key, value in pairs if not (key in _PANEL_KEYS and value in (None, ()))}
 
 
+def _judge_json(judge: LoggedJudge) -> dict[str, Any]:
+    """A section's judge as the page's script reads it (item_report.js `judgeLine`): settings as canonical JSON."""
+    return {"name": judge.name, "model": judge.model, "endpoint": judge.endpoint, "version": judge.judge_version,
+            "settings": judge.settings_text}
+
+
 def report_json(report: ItemReport) -> str:
     """The report as JSON that is safe inside a <script> element (no "</script>", no "<!--")."""
-    text = json.dumps(asdict(report, dict_factory=_without_empty_panels), ensure_ascii=False, allow_nan=False)
+    data = asdict(report, dict_factory=_without_empty_panels)
+    for section, drawn in zip(report.sections, data["sections"]):
+        drawn["judges"] = [_judge_json(judge) for judge in section.judges]
+    text = json.dumps(data, ensure_ascii=False, allow_nan=False)
     return text.replace("<", "\\u003c").replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
 
 

@@ -9,6 +9,8 @@ A panel run (capjudge.judges.client.panel) logs per item
 - each member's own record under `judged@<member>`: an ordinary record, laid out as any other
   (capjudge.metrics.item_report.views), and its values as `<metric>@<member>`.
 
+Who judged a line (the panel its record names, or one judge) is read by capjudge.metrics.files.judged_by.
+
 Its results hold the members' agreement over the items: `panel_alpha`, `panel_kendall_b@<a>~<b>` for each pair
 (in the panel file's order), `panel_offset@<member>` (mean member − panel), each with `_ci_low` / `_ci_high`
 placed before the `@`. They are read from the run's aggregates as lmms-eval wrote them (`TaskRun.harness_values`);
@@ -24,7 +26,6 @@ from typing import Any
 from capjudge.judges.client.panel import (
     ALPHA_METRIC,
     KENDALL_METRIC,
-    MEMBER_NAME,
     OFFSET_METRIC,
     PANEL_FIELD,
     member_metric,
@@ -32,44 +33,24 @@ from capjudge.judges.client.panel import (
 )
 from capjudge.judges.known_judges import judge_descriptor
 from capjudge.judges.record import (
-    JUDGE_KEY,
     JUDGMENT_KEY,
     RECORD_METRIC,
     JudgedRecord,
     LoggedJudge,
     RecordError,
 )
-from capjudge.metrics.files.panel_figures import Figure, panel_figure
+from capjudge.metrics.files.judged_by import JudgedBy, RunMember, member_count
+from capjudge.metrics.files.panel_figures import panel_figure
 from capjudge.metrics.files.task_run import TaskRun
 from capjudge.metrics.files.values import NotANumber, item_number
 from capjudge.metrics.item_report.views import JudgmentView, view_judgment
-
+from capjudge.metrics.statistics.annotator_agreement import PairAgreement
+from capjudge.metrics.statistics.panel_agreement import MemberOffset
+from capjudge.metrics.statistics.value_ci import ValueCI
 
 
 class PanelRecordError(ValueError):
     """A panel run's line that does not say what a panel record says; the message names the field."""
-
-
-@dataclass(frozen=True)
-class PanelMember:
-    """One judge of the panel, as the run's panel record names it."""
-
-    name: str
-    model: str | None
-    endpoint: str | None
-
-
-@dataclass(frozen=True)
-class LoggedPanel:
-    """The panel that judged a run's task: its file, its quorum and its members in the file's order."""
-
-    file: str | None
-    quorum: int | None
-    members: tuple[PanelMember, ...]
-
-    @property
-    def names(self) -> tuple[str, ...]:
-        return tuple(member.name for member in self.members)
 
 
 @dataclass(frozen=True)
@@ -95,56 +76,24 @@ class PanelJudgment:
 
 
 @dataclass(frozen=True)
-class PairAgreement:
-    first: str
-    second: str
-    kendall_b: Figure
-
-
-@dataclass(frozen=True)
-class MemberOffset:
-    member: str
-    offset: Figure  # mean (member − panel) over the items both scored
-
-
-@dataclass(frozen=True)
-class PanelAgreement:
-    """How a panel's members agreed over one run of a task."""
+class RunPanelAgreement:
+    """How a panel's members agreed over one run of a task, as the run's results hold it (the computed
+    agreement is capjudge.metrics.statistics.panel_agreement.PanelAgreement)."""
 
     model: str  # the run
     file: str | None
     quorum: int | None
-    members: tuple[PanelMember, ...]
+    members: tuple[RunMember, ...]
     level: str | None  # alpha's level of measurement: the judge's `score_level` (None: not logged)
-    alpha: Figure
-    pairs: tuple[PairAgreement, ...]
-    offsets: tuple[MemberOffset, ...]
+    alpha: ValueCI
+    pairs: tuple[PairAgreement[str, ValueCI], ...]
+    offsets: tuple[MemberOffset, ...]  # mean (member − panel) over the items both scored
 
 
-def logged_panel(line: Mapping[str, Any]) -> LoggedPanel | None:
-    """The panel a samples line's record names (`judged.judge.panel`); None for a line judged by one judge."""
-    record = line.get(RECORD_METRIC)
-    judge = record.get(JUDGE_KEY) if isinstance(record, Mapping) else None
-    panel = judge.get(PANEL_FIELD) if isinstance(judge, Mapping) else None
-    if panel is None:
-        return None
-    if not isinstance(panel, Mapping):
-        raise PanelRecordError("`judged.judge.panel` is not an object")
-    members = panel.get("members")
-    if not isinstance(members, list) or not members or not all(
-            isinstance(m, Mapping) and isinstance(m.get("name"), str) and MEMBER_NAME.match(m["name"]) for m in members):
-        raise PanelRecordError("`judged.judge.panel.members` is not a list of named members")
-    return LoggedPanel(
-        file=_text(panel.get("file")),
-        quorum=_count(panel.get("quorum"), "`judged.judge.panel.quorum`"),
-        members=tuple(PanelMember(m["name"], _text(m.get("model")), _text(m.get("endpoint"))) for m in members),
-    )
-
-
-def panel_judgment(line: Mapping[str, Any], record: JudgedRecord | None, panel: LoggedPanel, main_metric: str,
-                   judge_index: Callable[[LoggedJudge | None], int]) -> PanelJudgment:
-    """Each member's judgment of the item a panel run's `line` logs (`record`: the panel's record of it);
-    `judge_index` gives a member's judge its place in the section's list of judges."""
+def logged_panel_judgment(line: Mapping[str, Any], record: JudgedRecord | None, panel: JudgedBy, main_metric: str,
+                          judge_index: Callable[[LoggedJudge | None], int]) -> PanelJudgment:
+    """Each member's judgment of the item a panel run's `line` logs (`record`: the panel's record of it;
+    `panel`: who judged it, pooled); `judge_index` gives a member's judge its place in the section's judges."""
     judged_by, not_judged, quorum = _pooling(record, panel)
     members = []
     for member in panel.members:
@@ -173,10 +122,10 @@ def panel_judgment(line: Mapping[str, Any], record: JudgedRecord | None, panel: 
     return PanelJudgment(quorum if quorum is not None else panel.quorum, tuple(members))
 
 
-def panel_agreement(model: str, task_run: TaskRun, panel: LoggedPanel, level: str | None) -> PanelAgreement:
+def run_panel_agreement(model: str, task_run: TaskRun, panel: JudgedBy, level: str | None) -> RunPanelAgreement:
     """The members' agreement over `model`'s run of a task, from the run's aggregates."""
     names = panel.names
-    return PanelAgreement(
+    return RunPanelAgreement(
         model=model, file=panel.file, quorum=panel.quorum, members=panel.members, level=level,
         alpha=panel_figure(task_run, ALPHA_METRIC, None),
         pairs=tuple(PairAgreement(first, second, panel_figure(task_run, KENDALL_METRIC, pair_name(first, second)))
@@ -188,7 +137,7 @@ def panel_agreement(model: str, task_run: TaskRun, panel: LoggedPanel, level: st
 # ---------------------------------------------------------------------------------------------------------
 
 
-def _pooling(record: JudgedRecord | None, panel: LoggedPanel) -> tuple[set[str], dict[str, str], int | None]:
+def _pooling(record: JudgedRecord | None, panel: JudgedBy) -> tuple[set[str], dict[str, str], int | None]:
     """(members pooled, {member left out: why}, quorum) from the panel's `judgment.panel`."""
     logged = record.judgment.fields.get(PANEL_FIELD) if record is not None and record.judgment is not None else None
     where = f"`{RECORD_METRIC}.{JUDGMENT_KEY}.{PANEL_FIELD}`"
@@ -200,16 +149,8 @@ def _pooling(record: JudgedRecord | None, panel: LoggedPanel) -> tuple[set[str],
     if not isinstance(not_judged, Mapping) or not all(
             name in panel.names and isinstance(kind, str) for name, kind in not_judged.items()):
         raise PanelRecordError(f"{where}.not_judged is not an object of the panel's members and failure kinds")
-    return set(judged_by), dict(not_judged), _count(logged.get("quorum"), f"{where}.quorum")
-
-
-def _text(value: Any) -> str | None:
-    return value if isinstance(value, str) else None
-
-
-def _count(value: Any, where: str) -> int | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise PanelRecordError(f"{where} is {value!r}, not a number of members")
-    return value
+    try:
+        quorum = member_count(logged.get("quorum"), f"{where}.quorum")
+    except ValueError as problem:
+        raise PanelRecordError(str(problem)) from None
+    return set(judged_by), dict(not_judged), quorum

@@ -19,9 +19,8 @@ the panel pooled, and per task how its members agreed (capjudge.metrics.item_rep
 from __future__ import annotations
 
 import ast
-import json
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -37,16 +36,15 @@ from capjudge.metrics.item_report.frames import (
 from capjudge.judges.known_judges import judge_descriptor
 from capjudge.judges.record import JudgedRecord, Judgment, LoggedJudge
 from capjudge.metrics.item_report.panel import (
-    LoggedPanel,
-    PanelAgreement,
     PanelJudgment,
     PanelRecordError,
-    logged_panel,
-    panel_agreement,
-    panel_judgment,
+    RunPanelAgreement,
+    logged_panel_judgment,
+    run_panel_agreement,
 )
 from capjudge.metrics.item_report.views import JudgmentView, view_judgment
 from capjudge.judges.jsonl import numbered_objects
+from capjudge.metrics.files.judged_by import JudgedBy, judged_by_record
 from capjudge.metrics.files.run_file_error import RunFileError
 from capjudge.metrics.files.runs import Run, read_runs
 from capjudge.metrics.files.task_run import TaskRun, logged_record
@@ -56,26 +54,6 @@ PAGE_NAME = "report.html"
 
 class ReportError(ValueError):
     """The runs cannot make an item report; the message names the run and what is missing."""
-
-
-@dataclass(frozen=True)
-class JudgeIdentity:
-    """Which judge, as the sample log's `judge` record names it."""
-
-    name: str | None
-    model: str | None
-    endpoint: str | None
-    version: str | None
-    settings: str | None  # canonical JSON
-
-    @classmethod
-    def from_logged(cls, judge: LoggedJudge | None) -> JudgeIdentity:
-        if judge is None:
-            return cls(None, None, None, None, None)
-        return cls(
-            name=judge.name, model=judge.model, endpoint=judge.endpoint, version=judge.judge_version,
-            settings=None if judge.settings is None else json.dumps(judge.settings, sort_keys=True, default=str),
-        )
 
 
 @dataclass(frozen=True)
@@ -103,15 +81,15 @@ class ReportItem:
 
 
 @dataclass(frozen=True)
-class TaskSection:
+class ReportSection:
     task: str
     main_metric: str
     higher_is_better: bool
     models: tuple[str, ...]
     absent_models: tuple[str, ...]  # runs in the report that did not run this task
-    judges: tuple[JudgeIdentity, ...]
+    judges: tuple[LoggedJudge, ...]  # as logged, less its descriptor and capjudge release (see _section)
     items: tuple[ReportItem, ...]
-    panels: tuple[PanelAgreement, ...] = ()  # per run judged by a panel, its members' agreement
+    panels: tuple[RunPanelAgreement, ...] = ()  # per run judged by a panel, its members' agreement
 
 
 @dataclass(frozen=True)
@@ -122,7 +100,7 @@ class RunSource:
 
 @dataclass(frozen=True)
 class ItemReport:
-    sections: tuple[TaskSection, ...]
+    sections: tuple[ReportSection, ...]
     runs: tuple[RunSource, ...]
     warnings: tuple[str, ...]
 
@@ -167,18 +145,20 @@ class _Logged:
     record: JudgedRecord | None  # None: the line logs no record
     score: float | None
     where: str  # "run NAME: FILE, line N", for messages
-    panel: LoggedPanel | None = None  # the panel that judged it (None: one judge)
+    judged_by: JudgedBy  # who judged it: one judge, or a panel whose members' judgments it pools
 
 
-def _section(task: str, runs: Sequence[Run], renderer: FrameRenderer) -> TaskSection:
+def _section(task: str, runs: Sequence[Run], renderer: FrameRenderer) -> ReportSection:
     having = [run for run in runs if task in run.tasks]
     first = having[0].tasks[task]
     main_metric = first.metric_names[0] if first.metric_names else "score"
     per_model = {run.name: _logged_items(run, run.tasks[task], main_metric) for run in having}
-    judges: list[JudgeIdentity] = []
+    judges: list[LoggedJudge] = []
 
     def judge_index(judge: LoggedJudge | None) -> int:
-        identity = JudgeIdentity.from_logged(judge)
+        # A judge is told apart by what the page shows of it (name, model, endpoint, version, settings): records
+        # that differ only in the descriptor facts or capjudge release they log are one judge here.
+        identity = LoggedJudge(None, None) if judge is None else replace(judge, descriptor=None, capjudge_version=None)
         if identity not in judges:
             judges.append(identity)
         return judges.index(identity)
@@ -196,12 +176,12 @@ def _section(task: str, runs: Sequence[Run], renderer: FrameRenderer) -> TaskSec
                                            view_judgment(judge_descriptor(judge), _judgment(entry.record)),
                                            _panel_judgment(entry, main_metric, judge_index)))
         items.append(_item(task, entries, judgments, renderer))
-    return TaskSection(
+    return ReportSection(
         task=task, main_metric=main_metric, higher_is_better=first.higher_is_better.get(main_metric, True),
         models=tuple(run.name for run in having), absent_models=tuple(run.name for run in runs if task not in run.tasks),
         judges=tuple(judges), items=tuple(items),
         panels=tuple(_panel_agreement(run.name, run.tasks[task], per_model[run.name]) for run in having
-                     if any(entry.panel for entry in per_model[run.name].values())),
+                     if any(entry.judged_by.pooled for entry in per_model[run.name].values())),
     )
 
 
@@ -215,31 +195,31 @@ def _logged_items(run: Run, task_run: TaskRun, main_metric: str) -> dict[str, _L
         where = f"run {run.name}: {task_run.samples_path}, line {number}"
         try:
             record = logged_record(line, f"{task_run.samples_path}, line {number}")
-            panel = logged_panel(line)
+            judged_by = judged_by_record(line, f"{task_run.samples_path}, line {number}")
         except RunFileError as error:
             raise ReportError(f"run {run.name}: {error}") from None
-        except PanelRecordError as error:
-            raise ReportError(f"{where}: {error}") from None
-        logged[key] = _Logged(line, record, score, where, panel)
+        logged[key] = _Logged(line, record, score, where, judged_by)
     return logged
 
 
 def _panel_judgment(entry: _Logged, main_metric: str,
                     judge_index: Callable[[LoggedJudge | None], int]) -> PanelJudgment | None:
-    if entry.panel is None:
+    """Each member's judgment of a pooled item (the page's data has it only then); None for one judge's: its
+    one member's judgment is the model's own."""
+    if not entry.judged_by.pooled:
         return None
     try:
-        return panel_judgment(entry.line, entry.record, entry.panel, main_metric, judge_index)
+        return logged_panel_judgment(entry.line, entry.record, entry.judged_by, main_metric, judge_index)
     except PanelRecordError as error:
         raise ReportError(f"{entry.where}: {error}") from None
 
 
-def _panel_agreement(model: str, task_run: TaskRun, logged: Mapping[str, _Logged]) -> PanelAgreement:
-    """The agreement of the panel that judged the run's first item (a run's task has one judge, or one panel)."""
-    entry = next(entry for entry in logged.values() if entry.panel is not None)
-    assert entry.panel is not None
+def _panel_agreement(model: str, task_run: TaskRun, logged: Mapping[str, _Logged]) -> RunPanelAgreement:
+    """The agreement of the panel that judged the run's first pooled item (a run's task has one judge, or one
+    panel)."""
+    entry = next(entry for entry in logged.values() if entry.judged_by.pooled)
     descriptor = judge_descriptor(entry.record.judge if entry.record is not None else None)
-    return panel_agreement(model, task_run, entry.panel, descriptor.score_level if descriptor is not None else None)
+    return run_panel_agreement(model, task_run, entry.judged_by, descriptor.score_level if descriptor is not None else None)
 
 
 def _item(task: str, entries: list[tuple[str, _Logged]], judgments: list[ModelJudgment],

@@ -33,7 +33,7 @@ from capjudge.metrics.leaderboard.stats import (
     mean_estimate,
     paired_comparison,
 )
-from capjudge.metrics.leaderboard.panel import TaskPanel, task_panel
+from capjudge.metrics.leaderboard.panel import TaskPanel, panel_tasks, task_panel
 from capjudge.metrics.leaderboard.replies import TaskReplies, task_replies
 from capjudge.metrics.leaderboard.caveats import consistency_warnings, reply_warnings, unranked_warnings
 from capjudge.metrics.files.run_file_error import RunFileError
@@ -140,12 +140,9 @@ def _panels(
     runs: Sequence[Run], task_rank_columns: Mapping[str, MetricColumn], task_ranks: Mapping[str, Mapping[str, int]]
 ) -> dict[str, TaskPanel]:
     """task -> how its panel's members rank the models by the task's main metric (tasks judged by a panel)."""
-    found = {}
-    for task, column in task_rank_columns.items():
-        panel = task_panel(runs, task, column.metric, column.higher_is_better, task_ranks[task])
-        if panel is not None:
-            found[task] = panel
-    return found
+    judged_by_panels = panel_tasks(runs)
+    return {task: task_panel(runs, task, column.metric, column.higher_is_better, task_ranks[task])
+            for task, column in task_rank_columns.items() if task in judged_by_panels}
 
 
 def _replies(runs: Sequence[Run], columns: Sequence[MetricColumn]) -> dict[tuple[str, str], TaskReplies]:

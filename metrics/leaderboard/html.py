@@ -59,7 +59,7 @@ def _section(section: TaskSection) -> str:
             f'<div class="wide">{_table((*keys, *section.others), section.rows, section.task, "others")}</div>',
         ]
     judge = f'<p class="judge">{escape(section.judge_note)}</p>'
-    parts.append(judge + ("" if section.panel is None else "\n" + _panel(section.task, section.panel)) + "</section>")
+    parts.append(judge + "".join("\n" + _panel(section.task, panel) for panel in section.panels) + "</section>")
     return "\n".join(parts)
 
 

@@ -29,11 +29,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from capjudge.metrics.files.panel_figures import Figure
 from capjudge.judges.client.panel import pair_name
 from capjudge.metrics.leaderboard.panel import OrderFlip, TaskPanel
 from capjudge.metrics.leaderboard.table import Leaderboard, LeaderboardRow, MetricColumn
 from capjudge.metrics.leaderboard.stats import Comparison, Estimate
+from capjudge.metrics.statistics.value_ci import ValueCI
 
 WORSE_MARK = "▼"
 EMPTY = "—"
@@ -96,7 +96,8 @@ class TaskSection:
     main: tuple[DisplayColumn, ...]
     others: tuple[DisplayColumn, ...]
     judge_note: str
-    panel: PanelSection | None = None  # only for a task some run judged with a panel of judges
+    # The panel part: one for a task some run judged with a panel of judges, none for a task judged by one judge.
+    panels: tuple[PanelSection, ...] = ()
 
 
 def task_sections(board: Leaderboard) -> list[TaskSection]:
@@ -138,8 +139,8 @@ def _section(board: Leaderboard, task: str) -> TaskSection:
         main=tuple(main),
         others=tuple(_metric_column(c, rows, board, prefix, bounds=bounds.get(c.key)) for c in others),
         judge_note=_judge_note(rows, task),
-        panel=None if task not in board.panels or main_column is None
-        else _panel_section(board.panels[task], main_column, rows, prefix),
+        panels=() if main_column is None or task not in board.panels
+        else (_panel_section(board.panels[task], main_column, rows, prefix),),
     )
 
 
@@ -300,7 +301,7 @@ def _value_cell(value: float | None, column: MetricColumn, places: int) -> Cell:
     return Cell(f"{_scaled(value, column):.{places}f}", sort=_sort_key(value))
 
 
-def _interval_cell(figure: Figure, places: int, signed: bool = False) -> Cell:
+def _interval_cell(figure: ValueCI, places: int, signed: bool = False) -> Cell:
     if figure.value is None:
         return Cell(EMPTY, note="not defined for this run's items")
     spelled = (lambda v: f"{v:+.{places}f}") if signed else (lambda v: f"{v:.{places}f}")  # noqa: E731

@@ -9,7 +9,7 @@ in the panel file's order) and `panel_offset@<member>` (mean member − panel), 
 aggregates (`TaskRun.harness_values`): a member's value of a metric is its mean over the items, as the run
 computed it, so a run without --log_samples shows the same. A task is a panel task when some run of it has
 member metrics; its members are the suffixes of `<metric>@<member>` for the task's own metrics, in the order
-the run wrote them (the panel file's).
+the run wrote them (the panel file's): who judged a run is read by capjudge.metrics.files.judged_by.
 
 Runs judged by different panels are compared on the members every panel run has (and tau-b on the pairs of
 those, whichever order a run's panel file lists the two in: tau-b is symmetric). A pair of models flips when
@@ -28,15 +28,16 @@ from scipy.stats import rankdata
 from capjudge.judges.client.panel import (
     ALPHA_METRIC,
     KENDALL_METRIC,
-    MEMBER_SEPARATOR,
     OFFSET_METRIC,
     member_metric,
     member_pairs,
     pair_name,
 )
-from capjudge.metrics.files.panel_figures import Figure, panel_figure
+from capjudge.metrics.files.judged_by import judged_by_results
+from capjudge.metrics.files.panel_figures import panel_figure
 from capjudge.metrics.files.runs import Run
 from capjudge.metrics.files.task_run import TaskRun
+from capjudge.metrics.statistics.value_ci import ValueCI
 
 
 
@@ -56,9 +57,9 @@ class PanelModel:
     name: str
     members: tuple[str, ...]  # its run's whole panel, in the panel file's order
     standings: Mapping[str, MemberStanding]  # compared member -> standing
-    alpha: Figure
-    kendall: Mapping[tuple[str, str], Figure]  # pair of compared members (TaskPanel.pairs) -> tau-b
-    offsets: Mapping[str, Figure]  # compared member -> mean (member - panel)
+    alpha: ValueCI
+    kendall: Mapping[tuple[str, str], ValueCI]  # pair of compared members (TaskPanel.pairs) -> tau-b
+    offsets: Mapping[str, ValueCI]  # compared member -> mean (member - panel)
 
 
 @dataclass(frozen=True)
@@ -102,28 +103,22 @@ class TaskPanel:
         return tuple(other for flip in self.flips for other in flip.models if model in flip.models and other != model)
 
 
-def panel_members(task_run: TaskRun) -> tuple[str, ...]:
-    """The members of the panel that judged `task_run` (empty: one judge): the suffixes of its results'
-    `<metric>@<member>` for the task's own metrics, in the order the run wrote them."""
-    metrics = set(task_run.metric_names)
-    members: dict[str, None] = {}
-    for name in task_run.harness_values:
-        metric, separator, member = name.partition(MEMBER_SEPARATOR)
-        if separator and member and metric in metrics:
-            members.setdefault(member)
-    return tuple(members)
+def panel_tasks(runs: Sequence[Run]) -> tuple[str, ...]:
+    """The tasks some run judged with a panel (capjudge.metrics.files.judged_by, from the runs' results)."""
+    return tuple(dict.fromkeys(task for run in runs for task, task_run in run.tasks.items()
+                               if judged_by_results(task_run).pooled))
 
 
 def task_panel(
     runs: Sequence[Run], task: str, metric: str, higher_is_better: bool, panel_ranks: Mapping[str, int | None]
-) -> TaskPanel | None:
-    """The panel view of `task` ranked by `metric` (`panel_ranks`: the board's rank of each model by the
-    panel's value), or None when no run of it was judged by a panel."""
+) -> TaskPanel:
+    """The panel view of `task` (one of `panel_tasks`) ranked by `metric` (`panel_ranks`: the board's rank of
+    each model by the panel's value)."""
     judged = [(run.name, run.tasks[task]) for run in runs if task in run.tasks]
-    panels = {name: panel_members(task_run) for name, task_run in judged}
+    panels = {name: judged_by_results(task_run).logged_apart for name, task_run in judged}
     panel_runs = [(name, task_run) for name, task_run in judged if panels[name]]
     if not panel_runs:
-        return None
+        raise ValueError(f"task {task}: no run of it was judged by a panel")
     shared = set.intersection(*(set(panels[name]) for name, _ in panel_runs))
     members = tuple(member for member in panels[panel_runs[0][0]] if member in shared)
     values = {name: {m: panel_figure(task_run, metric, m).value for m in members} for name, task_run in panel_runs}
@@ -156,7 +151,7 @@ def task_panel(
 
 
 
-def _pair_figure(task_run: TaskRun, pair: tuple[str, str]) -> Figure:
+def _pair_figure(task_run: TaskRun, pair: tuple[str, str]) -> ValueCI:
     """The run's tau-b of `pair`: named `a~b` in its panel file's order, which may be the other way round
     from the first run's (tau-b and its interval are the same either way)."""
     first, second = pair

@@ -139,8 +139,8 @@ def _section_lines(section: TaskSection, shorts: dict[str, str], width: int) -> 
             lines += _table(keys + tuple(chunk)) + [""]
     lines += names_note
     lines += _wrapped(section.judge_note, width) + [""]
-    if section.panel is not None:
-        lines += _panel_lines(section.panel, shorts, width)
+    for panel in section.panels:
+        lines += _panel_lines(panel, shorts, width)
     return lines
 
 

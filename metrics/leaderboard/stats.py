@@ -27,6 +27,7 @@ from capjudge.metrics.statistics.bootstrap import (
     percentile_interval,
 )
 from capjudge.metrics.statistics.reply_bootstrap import ReplySet, two_level_draws, two_level_interval
+from capjudge.metrics.statistics.value_ci import ValueCI
 
 
 @dataclass(frozen=True)
@@ -63,6 +64,10 @@ class Estimate:
     # None when not measurable (one reply per item, or no reply values behind this metric).
     noise_share: float | None = None
 
+    @property
+    def value_ci(self) -> ValueCI:
+        return ValueCI(self.value, self.ci_low, self.ci_high)
+
 
 @dataclass(frozen=True)
 class Comparison:
@@ -76,6 +81,11 @@ class Comparison:
     p_adjusted: float | None  # Holm, across the models compared with the same reference
     n_common: int
     significant: bool | None  # None: not testable (no common items or no per-sample log)
+
+    @property
+    def value_ci(self) -> ValueCI:
+        """The difference with its interval."""
+        return ValueCI(self.difference, self.ci_low, self.ci_high)
 
 
 def mean_estimate(values: np.ndarray, settings: LeaderboardSettings, replies: np.ndarray | None = None) -> Estimate:

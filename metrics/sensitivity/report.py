@@ -245,7 +245,7 @@ def summary_json(report: SensitivityReport, command: str = "") -> dict[str, Any]
     }
 
 
-def report_json(report: SensitivityReport, command: str = "") -> dict[str, Any]:
+def sensitivity_json(report: SensitivityReport, command: str = "") -> dict[str, Any]:
     """The whole report: the summary, and per item the exact texts the judge saw with every judgment."""
     return {**summary_json(report, command),
             "items": [{"item_id": item.item_id, "cluster": item.cluster, "original": _caption_json(item.original),

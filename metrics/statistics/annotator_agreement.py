@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
-from typing import Literal
+from typing import Generic, Literal, TypeVar
 
 import numpy as np
 
@@ -31,6 +31,7 @@ from capjudge.metrics.statistics.correlation import (
     choose_interval,
     correlate_pairs,
 )
+from capjudge.metrics.statistics.value_ci import ValueCI
 
 AlphaLevel = Literal["interval", "ordinal"]
 ALPHA_LEVELS: tuple[AlphaLevel, ...] = ("interval", "ordinal")
@@ -50,14 +51,26 @@ class AlphaResult:
     undefined_reason: str | None = None
     intervals: tuple[Interval, ...] = ()
 
+    @property
+    def value_ci(self) -> ValueCI:
+        return ValueCI(self.value, self.ci_low, self.ci_high)
+
+
+# Who the two raters of a pair are: annotators by their column, judges (a panel's members) by name.
+Rater = TypeVar("Rater", int, str)
+# A pair's tau-b: computed here, a Coefficient (with its n, p and intervals); read back from a run's
+# aggregates (capjudge.metrics.files.panel_figures), its value and interval alone.
+PairTau = TypeVar("PairTau", Coefficient, ValueCI)
+
 
 @dataclass(frozen=True)
-class AnnotatorPairAgreement:
-    """Kendall tau-b between annotator ``first`` and annotator ``second`` (column indices)."""
+class PairAgreement(Generic[Rater, PairTau]):
+    """Kendall tau-b between rater ``first`` and rater ``second``: the one shape of a pair's agreement, for
+    human annotators (the ceiling), a panel's judges, and a panel run's figures as its results hold them."""
 
-    first: int
-    second: int
-    kendall_b: Coefficient
+    first: Rater
+    second: Rater
+    kendall_b: PairTau
 
 
 @dataclass(frozen=True)
@@ -66,7 +79,7 @@ class AgreementResult:
 
     target: str
     alphas: tuple[AlphaResult, ...]
-    annotator_pairs: tuple[AnnotatorPairAgreement, ...]
+    annotator_pairs: tuple[PairAgreement[int, Coefficient], ...]
 
     def alpha(self, level: AlphaLevel) -> AlphaResult:
         return next(a for a in self.alphas if a.level == level)
@@ -83,7 +96,7 @@ def annotator_agreement(
         raise ValueError(f"expected an (items, annotators) matrix, got shape {human.shape}")
     alphas = tuple(krippendorff_alpha(human, level, settings) for level in ALPHA_LEVELS)
     pairs = tuple(
-        AnnotatorPairAgreement(first, second, _pairwise_kendall_b(human[:, first], human[:, second], settings))
+        PairAgreement(first, second, _pairwise_kendall_b(human[:, first], human[:, second], settings))
         for first, second in itertools.combinations(range(human.shape[1]), 2)
     )
     return AgreementResult(target=target, alphas=alphas, annotator_pairs=pairs)

@@ -37,6 +37,7 @@ from capjudge.metrics.statistics.bootstrap import (
     bootstrap_intervals,
     draw_item_indices,
 )
+from capjudge.metrics.statistics.value_ci import ValueCI
 
 AnnotatorMode = Literal["expand", "mean"]
 ANNOTATOR_MODES: tuple[AnnotatorMode, ...] = ("expand", "mean")
@@ -106,6 +107,10 @@ class Coefficient:
 
     def interval(self, method: str) -> Interval | None:
         return next((i for i in self.intervals if i.method == method), None)
+
+    @property
+    def value_ci(self) -> ValueCI:
+        return ValueCI(self.value, self.ci_low, self.ci_high)
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ import numpy as np
 
 from capjudge.metrics.files.runs import read_runs
 from capjudge.metrics.statistics.bootstrap import draw_item_indices
-from capjudge.metrics.statistics.reliability import Interval
+from capjudge.metrics.statistics.value_ci import ValueCI
 
 
 class AgreementError(ValueError):
@@ -65,9 +65,9 @@ def judged_values(folder: Path, task_name: str, metric: str) -> JudgedValues:
 class ModelAgreement:
     model: str
     n_common: int
-    kendall_b: Interval
-    spearman: Interval
-    mean_difference: Interval  # second judge minus first, on the common items
+    kendall_b: ValueCI
+    spearman: ValueCI
+    mean_difference: ValueCI  # second judge minus first, on the common items
     first_mean: float
     second_mean: float
 
@@ -106,16 +106,12 @@ def judge_agreement(first: Mapping[str, Mapping[str, float]], second: Mapping[st
         found = correlate(a, b.tolist(), annotators="mean", coefficients=("kendall_b", "spearman"),
                           settings=settings, item_ids=items)
 
-        def as_interval(name: str) -> Interval:
-            c = found[name]
-            return Interval(c.value if c.value is not None else math.nan, c.ci_low, c.ci_high)
-
         differences = b - a
         draws = differences[draw_item_indices(len(items), n_resamples, seed)].mean(axis=1) if n_resamples else None
         low, high = (np.percentile(draws, [2.5, 97.5]) if draws is not None else (None, None))
-        results.append(ModelAgreement(model, len(items), as_interval("kendall_b"), as_interval("spearman"),
-                                      Interval(float(differences.mean()), None if low is None else float(low),
-                                               None if high is None else float(high)),
+        results.append(ModelAgreement(model, len(items), found["kendall_b"].value_ci, found["spearman"].value_ci,
+                                      ValueCI(float(differences.mean()), None if low is None else float(low),
+                                              None if high is None else float(high)),
                                       float(a.mean()), float(b.mean())))
     sign = -1.0 if higher_is_better else 1.0
     first_ranking = tuple(r.model for r in sorted(results, key=lambda r: sign * r.first_mean))

@@ -20,36 +20,34 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-from capjudge.metrics.statistics.annotator_agreement import AlphaLevel, AlphaResult, annotator_agreement
+from capjudge.metrics.statistics.annotator_agreement import (
+    AlphaLevel,
+    AlphaResult,
+    PairAgreement,
+    annotator_agreement,
+)
 from capjudge.metrics.statistics.correlation import DEFAULT_SETTINGS, BootstrapSettings, Coefficient
-
-
-@dataclass(frozen=True)
-class MemberPair:
-    first: str
-    second: str
-    kendall_b: Coefficient
+from capjudge.metrics.statistics.value_ci import ValueCI
 
 
 @dataclass(frozen=True)
 class MemberOffset:
-    """Mean (member - panel) over the items both scored; None when no item was."""
+    """One member's offset from the panel: the mean (member - panel) over the items both scored, with its
+    interval (value None when no item was). Computed here; read back from a run's aggregates by the item
+    report (capjudge.metrics.item_report.panel)."""
 
     member: str
-    mean: float | None
-    ci_low: float | None
-    ci_high: float | None
-    n_items: int
+    offset: ValueCI
 
 
 @dataclass(frozen=True)
 class PanelAgreement:
     members: tuple[str, ...]
     alpha: AlphaResult
-    pairs: tuple[MemberPair, ...]
+    pairs: tuple[PairAgreement[str, Coefficient], ...]
     offsets: tuple[MemberOffset, ...]
 
-    def pair(self, first: str, second: str) -> MemberPair:
+    def pair(self, first: str, second: str) -> PairAgreement[str, Coefficient]:
         return next(p for p in self.pairs if {p.first, p.second} == {first, second})
 
     def offset(self, member: str) -> MemberOffset:
@@ -66,7 +64,7 @@ def panel_agreement(scores: np.ndarray, panel: np.ndarray, members: tuple[str, .
         raise ValueError(f"expected an (items, {len(members)}) matrix and one panel score per item, "
                          f"got {scores.shape} and {panel.shape}")
     agreement = annotator_agreement(scores, settings=settings)
-    pairs = tuple(MemberPair(members[p.first], members[p.second], p.kendall_b) for p in agreement.annotator_pairs)
+    pairs = tuple(PairAgreement(members[p.first], members[p.second], p.kendall_b) for p in agreement.annotator_pairs)
     offsets = tuple(_offset(member, scores[:, column], panel, settings) for column, member in enumerate(members))
     return PanelAgreement(members, agreement.alpha(level), pairs, offsets)
 
@@ -76,12 +74,12 @@ def _offset(member: str, values: np.ndarray, panel: np.ndarray, settings: Bootst
     differences = values[both] - panel[both]
     n = int(differences.size)
     if n == 0:
-        return MemberOffset(member, None, None, None, 0)
+        return MemberOffset(member, ValueCI(None))
     mean = float(differences.mean())
     if settings.n_resamples <= 0 or n < 2:
-        return MemberOffset(member, mean, None, None, n)
+        return MemberOffset(member, ValueCI(mean))
     if np.ptp(differences) == 0:  # every item the same offset: no spread to resample (BCa is undefined there)
-        return MemberOffset(member, mean, mean, mean, n)
+        return MemberOffset(member, ValueCI(mean, mean, mean))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", category=stats.DegenerateDataWarning)
         interval = stats.bootstrap((differences,), np.mean, n_resamples=settings.n_resamples,
@@ -89,5 +87,5 @@ def _offset(member: str, values: np.ndarray, panel: np.ndarray, settings: Bootst
                                    rng=np.random.default_rng(settings.seed)).confidence_interval
     low, high = float(interval.low), float(interval.high)
     if not (math.isfinite(low) and math.isfinite(high)):
-        return MemberOffset(member, mean, None, None, n)
-    return MemberOffset(member, mean, low, high, n)
+        return MemberOffset(member, ValueCI(mean))
+    return MemberOffset(member, ValueCI(mean, low, high))

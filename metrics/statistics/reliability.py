@@ -32,23 +32,11 @@ from capjudge.judges.record import JudgedRecord, judge_name_of_run, replies_of, 
 from capjudge.metrics.files.runs import task_samples_files
 from capjudge.metrics.files.task_run import read_records
 from capjudge.metrics.statistics.bootstrap import BootstrapDistribution, bca_interval, draw_item_indices
+from capjudge.metrics.statistics.value_ci import ValueCI
 
 
 class ReliabilityError(ValueError):
     """Not measurable from these runs; the message says why."""
-
-
-@dataclass(frozen=True)
-class Interval:
-    value: float
-    low: float | None
-    high: float | None
-
-    def text(self, digits: int = 3) -> str:
-        if not math.isfinite(self.value):
-            return "not measurable"
-        ci = f" [{self.low:.{digits}f}, {self.high:.{digits}f}]" if self.low is not None and self.high is not None else ""
-        return f"{self.value:.{digits}f}{ci}"
 
 
 @dataclass(frozen=True)
@@ -57,10 +45,10 @@ class RetestReport:
     items: int
     replies: int
     left_out: int
-    item_sd: Interval
-    icc_single: Interval
-    icc_mean: Interval
-    alpha: Interval
+    item_sd: ValueCI
+    icc_single: ValueCI
+    icc_mean: ValueCI
+    alpha: ValueCI
     noise_share_of_one: float  # s2_w / (s2_b + s2_w)
     replies_needed: int | None  # for the requested share; None when the noise share cannot be estimated
     share: float
@@ -139,7 +127,7 @@ def icc_one_way(matrix: np.ndarray) -> tuple[float, float]:
     return (msb - msw) / (msb + (k - 1) * msw), (msb - msw) / msb
 
 
-def krippendorff_alpha(matrix: np.ndarray) -> float:
+def complete_interval_alpha(matrix: np.ndarray) -> float:
     """Krippendorff's alpha, interval metric, for complete data (every item rated by all k replies).
 
     In that case alpha's coincidence sums reduce to sums of squares: with N = n k values, SS_u an item's
@@ -178,7 +166,7 @@ def retest_statistics(matrix: np.ndarray, *, score: str = "score", left_out: int
         icc1, icck = icc_one_way(m)
         # The pooled within-item SD (root of the ANOVA's within mean square): unbiased for the noise variance,
         # where the mean of per-item SDs would run low (by c4(k): 8% at k = 4).
-        return math.sqrt(_components(m)[1]), icc1, icck, krippendorff_alpha(m)
+        return math.sqrt(_components(m)[1]), icc1, icck, complete_interval_alpha(m)
 
     point = statistics(matrix)
     draws = np.array([statistics(matrix[rows]) for rows in draw_item_indices(n, n_resamples, seed)]) if n_resamples else None
@@ -187,14 +175,14 @@ def retest_statistics(matrix: np.ndarray, *, score: str = "score", left_out: int
     # bias and skew corrections need the leave-one-item-out values, cheap at this size.
     jackknife = np.array([statistics(np.delete(matrix, i, axis=0)) for i in range(n)]) if draws is not None else None
 
-    def interval(position: int) -> Interval:
+    def interval(position: int) -> ValueCI:
         if draws is None or jackknife is None or not math.isfinite(point[position]):
-            return Interval(point[position], None, None)
+            return ValueCI(point[position])
         resampled = draws[:, position][np.isfinite(draws[:, position])]
         leave_one_out = jackknife[:, position][np.isfinite(jackknife[:, position])]
         found = bca_interval(BootstrapDistribution(point[position], resampled, leave_one_out,
                                                    n_resamples - resampled.size), confidence)
-        return Interval(point[position], found.low, found.high) if found else Interval(point[position], None, None)
+        return ValueCI(point[position], found.low, found.high) if found else ValueCI(point[position])
 
     noise, needed = replies_needed(matrix, share)
     return RetestReport(score, n, k, left_out, interval(0), interval(1), interval(2), interval(3), noise, needed, share)

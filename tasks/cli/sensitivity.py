@@ -132,8 +132,10 @@ def _dry_run(args: argparse.Namespace, perturbations: list[Any], prices: tuple[f
 
     with counting_requests_only():  # nothing is sent: no judge, key or cache is needed
         task = load_judged_task(args.task, args.include_path)
+        priced_members = task.who_judges().priced_members()  # a panel's members, read without their keys
     planned = _planned(args, task, perturbations)
-    estimate = price_planned(task, planned, len(perturbations), output_tokens=args.output_tokens, prices=prices)
+    estimate = price_planned(task, planned, len(perturbations), output_tokens=args.output_tokens, prices=prices,
+                             priced_members=priced_members)
     print("\n".join(estimate.lines()))
     return 0
 
@@ -141,7 +143,7 @@ def _dry_run(args: argparse.Namespace, perturbations: list[Any], prices: tuple[f
 def _judge(args: argparse.Namespace, perturbations: list[Any], out: Path) -> int:
     from capjudge.judges.atomic_files import write_replacing
     from capjudge.metrics.sensitivity.plot import render_shifts_png
-    from capjudge.metrics.sensitivity.report import markdown, report_json, summary_json
+    from capjudge.metrics.sensitivity.report import markdown, sensitivity_json, summary_json
     from capjudge.tasks.judged.run_outcome import EXIT_STATUS, failure_rate_problem
     from capjudge.tasks.judging.stage import load_judged_task
     from capjudge.tasks.sensitivity.judging import judge_planned, unjudged_share
@@ -151,7 +153,7 @@ def _judge(args: argparse.Namespace, perturbations: list[Any], out: Path) -> int
     report = judge_planned(task, planned, perturbations, n_resamples=args.resamples, seed=args.seed)
     command = command_line(args)
     path = out / REPORT_NAME.format(task=args.task)
-    document = {**report_json(report, command), "judge_identity": dict(task.identity())}
+    document = {**sensitivity_json(report, command), "judge_identity": dict(task.identity())}
     write_replacing(path, json.dumps(document, indent=2, ensure_ascii=False, default=str) + "\n")
     plot = path.with_suffix(".png")
     write_replacing(plot, render_shifts_png(report))

@@ -55,7 +55,7 @@ def _run(args: argparse.Namespace) -> int:
     from capjudge.metrics.human_correlation.vatex_baselines import baseline_scorers
     from capjudge.judges.datasets.vatex_eval import VatexEvalError, load_vatex_eval
     from capjudge.metrics.human_correlation.vatex_report import (
-        VatexReportError, build_report, read_scorer, report_to_json, report_to_table,
+        VatexReportError, build_vatex_report, read_scorer, vatex_report_to_json, report_to_table,
     )
     from capjudge.metrics.statistics.correlation import BootstrapSettings
 
@@ -69,7 +69,7 @@ def _run(args: argparse.Namespace) -> int:
         scorer = read_scorer(args.scorer, candidates, metric=args.metric, task=args.task) if args.scorer else None
         baselines = (baseline_scorers(candidates, args.cache_dir or DEFAULT_CACHE_DIR, str(args.data), say=_say)
                      if args.baselines else [])
-        report = build_report(args.data, candidates, scorer, BootstrapSettings(n_resamples=args.resamples, seed=args.seed),
+        report = build_vatex_report(args.data, candidates, scorer, BootstrapSettings(n_resamples=args.resamples, seed=args.seed),
                               baselines)
     except VatexEvalError as error:  # names the clip; the file is named here when the message does not
         message = str(error)
@@ -82,7 +82,7 @@ def _run(args: argparse.Namespace) -> int:
     except BaselineUnavailable as error:
         print(f"capjudge vatex: baselines unavailable: {error}", file=sys.stderr)
         return EXIT_UNAVAILABLE
-    sys.stdout.write(report_to_json(report) + "\n" if args.format == "json" else report_to_table(report))
+    sys.stdout.write(vatex_report_to_json(report) + "\n" if args.format == "json" else report_to_table(report))
     return 0
 
 

@@ -196,14 +196,12 @@ def panel_statistic(statistic: str, positions: tuple[int, ...], level: str) -> C
     def aggregate(items: Sequence[Mapping[str, Any]]) -> float:
         agreement = _panel_agreement(_frozen_panel(items), level)
         if name == "alpha":
-            figure = agreement.alpha
-            value = figure.value if part == "value" else getattr(figure, part)
+            figure = agreement.alpha.value_ci
         elif name == "kendall_b":
-            figure = agreement.pair(str(positions[0]), str(positions[1])).kendall_b
-            value = figure.value if part == "value" else getattr(figure, part)
+            figure = agreement.pair(str(positions[0]), str(positions[1])).kendall_b.value_ci
         else:
-            figure = agreement.offset(str(positions[0]))
-            value = figure.mean if part == "value" else getattr(figure, part)
+            figure = agreement.offset(str(positions[0])).offset
+        value = getattr(figure, part)
         if value is None and part == "value":
             logger.warning("panel %s %s is undefined over %d items", name, positions or "", len(items))
         return _float(value)

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from capjudge.judges.client.config import ConfigError, JudgeConfig
-from capjudge.judges.client.panel import Panel, configured_panel
+from capjudge.judges.client.panel import ONE_JUDGE, Panel, configured_panel
 from capjudge.judges.descriptor import JudgeDescriptor
 from capjudge.judges.types import ParseFailure
 from capjudge.tasks.judged.item_judgment import ItemJudgment
@@ -37,9 +37,7 @@ from capjudge.tasks.judged.panel_judging import (
 
 log = logging.getLogger(__name__)
 
-# The key of the one judge's judgments (its member name never reaches a metric or a file), and the scorer
-# name a report gives it; a panel's own scorer name beside its members'.
-ONE_JUDGE = "judge"
+# The scorer name a report gives a panel's own judgment, beside its members' (the one judge's is ONE_JUDGE).
 PANEL_SCORER = "panel"
 
 

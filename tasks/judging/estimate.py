@@ -22,7 +22,7 @@ record and in the leaderboard's "Judge usage" table.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -94,7 +94,6 @@ class CostEstimate:
 
 def estimate_task(task_name: str, include_path: Path, run: Path | None, captions: Path | None, *, limit: int | None,
                   reask_rate: float, output_tokens: float, prices: tuple[float, float] | None) -> CostEstimate:
-    from capjudge.judges.client.config import configured_model
     from capjudge.tasks.judging.stage import caption_source, load_judged_task, pair_captions
     from capjudge.tasks.judged.judged_task import counting_requests_only
 
@@ -109,6 +108,17 @@ def estimate_task(task_name: str, include_path: Path, run: Path | None, captions
     else:
         items = [(doc, _stand_in_caption(doc)) for doc in docs]
     counted = items[:limit] if limit else items
+    return price_items(task, task_name, len(items), counted, reask_rate=reask_rate, output_tokens=output_tokens,
+                       prices=prices, priced_members=priced_members)
+
+
+def price_items(task: Any, name: str, total: int, counted: Sequence[tuple[Mapping[str, Any], str]], *,
+                reask_rate: float, output_tokens: float, prices: tuple[float, float] | None,
+                priced_members: Sequence[tuple[str, str, tuple[float, float] | None]]) -> CostEstimate:
+    """Build `counted` items' requests with the task's own per-item function against the counting client, scale
+    the counts to `total` items, and price them (each panel member from `priced_members` on its own line)."""
+    from capjudge.judges.client.config import configured_model
+
     settings = task.settings()
     client = EstimatingClient(configured_model())
     quiet = logging.getLogger("capjudge.tasks.judged.judged_task")  # every item "fails" as not sent: not news
@@ -119,8 +129,8 @@ def estimate_task(task_name: str, include_path: Path, run: Path | None, captions
     finally:
         quiet.setLevel(level)
     if not client.estimates:
-        raise EstimateError(f"task {task_name!r}: no item could be built into a request (missing videos?)")
-    scale = len(items) / len(counted)
+        raise EstimateError(f"task {name!r}: no item could be built into a request (missing videos?)")
+    scale = total / len(counted)
     requests = len(client.estimates) * scale * (1 + reask_rate)
     text = sum(e.text for e in client.estimates) * scale * (1 + reask_rate)
     images = sum(e.images for e in client.estimates) * scale * (1 + reask_rate)
@@ -130,10 +140,10 @@ def estimate_task(task_name: str, include_path: Path, run: Path | None, captions
         return None if at is None else ((text + images) * at[0] + output * at[1]) / 1e6
 
     members = tuple(
-        MemberCost(name, model, priced(own or prices),
+        MemberCost(member, model, priced(own or prices),
                    "the panel file" if own else "--price-input/--price-output" if prices else "")
-        for name, model, own in priced_members)
-    return CostEstimate(task_name, len(items), requests, round(text), round(images), output, priced(prices), members)
+        for member, model, own in priced_members)
+    return CostEstimate(name, total, requests, round(text), round(images), output, priced(prices), members)
 
 
 def _stand_in_caption(doc: Mapping[str, Any]) -> str:

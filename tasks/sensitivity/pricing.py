@@ -9,12 +9,11 @@ encoded, tokens counted, nothing sent), and priced as `capjudge estimate` prices
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from capjudge.tasks.judging.estimate import CostEstimate, EstimateError, EstimatingClient, MemberCost
+from capjudge.tasks.judging.estimate import CostEstimate, price_items
 from capjudge.tasks.sensitivity.judging import PlannedItem, judgments_to_ask
 
 
@@ -34,35 +33,11 @@ class SensitivityEstimate:
 
 
 def price_planned(task: Any, planned: Sequence[PlannedItem], perturbations: int, *, output_tokens: float,
-                  prices: tuple[float, float] | None) -> SensitivityEstimate:
-    from capjudge.judges.client.config import configured_model
-    from capjudge.judges.client.panel import configured_panel
-
+                  prices: tuple[float, float] | None,
+                  priced_members: Sequence[tuple[str, str, tuple[float, float] | None]]) -> SensitivityEstimate:
+    """Every judgment the run will ask, built and counted (none sent) and priced as `capjudge estimate` prices a
+    task; `priced_members`: the task's `who_judges().priced_members()`, read where no key is needed."""
     asked = judgments_to_ask(planned)
-    client = EstimatingClient(configured_model())
-    settings = task.settings()
-    quiet = logging.getLogger("capjudge.tasks.judged.judged_task")  # every item "fails" as not sent: not news
-    level, quiet.level = quiet.level, logging.ERROR
-    try:
-        for doc, text in asked:
-            type(task).judge_item(doc, text, settings, client)
-    finally:
-        quiet.setLevel(level)
-    if not client.estimates:
-        raise EstimateError(f"task {task.config.task!r}: no judgment could be built into a request (missing videos?)")
-    requests = len(client.estimates)
-    text_tokens = sum(e.text for e in client.estimates)
-    image_tokens = sum(e.images for e in client.estimates)
-    output = requests * output_tokens
-
-    def priced(at: tuple[float, float] | None) -> float | None:
-        return None if at is None else ((text_tokens + image_tokens) * at[0] + output * at[1]) / 1e6
-
-    panel = configured_panel(task.config.metadata or {}, configs=False)
-    members = tuple(
-        MemberCost(m.name, m.model, priced(m.prices or prices),
-                   "the panel file" if m.prices else "--price-input/--price-output" if prices else "")
-        for m in (panel.members if panel is not None else ()))
-    cost = CostEstimate(f"{task.config.task} (sensitivity)", len(asked), requests, text_tokens, image_tokens, output,
-                        priced(prices), members)
+    cost = price_items(task, f"{task.config.task} (sensitivity)", len(asked), asked, reask_rate=0.0,
+                       output_tokens=output_tokens, prices=prices, priced_members=priced_members)
     return SensitivityEstimate(len(planned), perturbations, len(asked), cost)

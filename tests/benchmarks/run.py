@@ -303,7 +303,7 @@ def vatex_correlation() -> Section:
     import numpy as np
 
     from capjudge.judges.datasets.vatex_eval import load_vatex_eval
-    from capjudge.metrics.human_correlation.vatex_report import Scorer, build_report
+    from capjudge.metrics.human_correlation.vatex_report import Scorer, build_vatex_report
     from capjudge.metrics.statistics.correlation import BootstrapSettings
 
     data = REPO.parent / "shared" / "data" / "vatex_eval" / "vid_cans_score_dict.json"
@@ -320,7 +320,7 @@ def vatex_correlation() -> Section:
         subset = candidates[: 6 * clips]
         scorer = Scorer("synthetic", "benchmark", scores[: 6 * clips])
         started = time.perf_counter()
-        build_report(data, subset, scorer, BootstrapSettings(n_resamples=1000, seed=0))
+        build_vatex_report(data, subset, scorer, BootstrapSettings(n_resamples=1000, seed=0))
         timings[clips] = time.perf_counter() - started
         section.figures.append(Figure(f"vatex_all_protocols_{clips}_clips_seconds", timings[clips], "s",
                                       f"{6 * clips:,} candidates; scorer + caption length + human ceiling"
@@ -328,7 +328,7 @@ def vatex_correlation() -> Section:
     exponent = float(np.polyfit(np.log(list(timings)), np.log(list(timings.values())), 1)[0])
     section.figures.append(Figure("vatex_growth_exponent", exponent, "", "time ~ clips^exponent"))
     section.text = ("`capjudge vatex` computes this for the scorer and for caption length, and the human ceiling, on "
-                    "one set of clip resamples (metrics/human_correlation/vatex_report.build_report); the figure is "
+                    "one set of clip resamples (metrics/human_correlation/vatex_report.build_vatex_report); the figure is "
                     "that whole call. Each --baselines row adds about one scorer's share.")
     return section
 
