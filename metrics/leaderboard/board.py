@@ -33,6 +33,7 @@ from capjudge.metrics.leaderboard.stats import (
     mean_estimate,
     paired_comparison,
 )
+from capjudge.metrics.leaderboard.length_column import TaskLengthControl, length_control
 from capjudge.metrics.leaderboard.panel import TaskPanel, panel_tasks, task_panel
 from capjudge.metrics.leaderboard.replies import TaskReplies, task_replies
 from capjudge.metrics.leaderboard.caveats import consistency_warnings, reply_warnings, unranked_warnings
@@ -121,6 +122,7 @@ def build_leaderboard(
     notes.extend(consistency_warnings(runs, columns, estimates, settings))
     notes.extend(reply_warnings(replies))
     notes.extend(unranked_warnings(rows, columns, rank_column))
+    controlled, uncontrolled = _length_control(runs, task_rank_columns, settings, notes)
     method = METHOD_TEMPLATE.format(**vars(settings))
     if any(e.noise_share is not None for named in estimates.values() for e in named.values()):
         method += TWO_LEVEL_TEMPLATE
@@ -133,7 +135,23 @@ def build_leaderboard(
         method=method,
         task_rank_columns=task_rank_columns,
         panels=_panels(runs, task_rank_columns, task_ranks),
+        length_control=controlled,
+        length_undefined=uncontrolled,
     )
+
+
+def _length_control(runs: Sequence[Run], task_rank_columns: Mapping[str, MetricColumn], settings: LeaderboardSettings,
+                    notes: list[str]) -> tuple[dict[str, TaskLengthControl], dict[str, str]]:
+    """Each task's length-controlled scores of its main metric (scores only: a rate has no length slope),
+    and why a task has none where its data define no length coefficient."""
+    if not settings.length_control:
+        return {}, {}
+    found, undefined, warnings = length_control(
+        runs, {task: (c.metric, c.higher_is_better) for task, c in task_rank_columns.items() if c.kind == "score"},
+        n_resamples=settings.n_resamples, seed=settings.seed, confidence=settings.confidence,
+    )
+    notes.extend(warnings)
+    return found, undefined
 
 
 def _panels(

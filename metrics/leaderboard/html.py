@@ -53,6 +53,8 @@ def _section(section: TaskSection) -> str:
         f'<p class="caption">{escape(section.caption)}</p>',
         _table((*keys, *section.main), section.rows, section.task, "main"),
     ]
+    if section.length_note:
+        parts.append(f'<p class="note length-control">{escape(section.length_note)}</p>')
     if section.others:
         parts += [
             '<p class="note">Other metrics: mean with its CI under it; rates in % of the items.</p>',

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from capjudge.judges.client.panel import pair_name
+from capjudge.metrics.leaderboard.length_column import TaskLengthControl, length_note
 from capjudge.metrics.leaderboard.panel import OrderFlip, TaskPanel
 from capjudge.metrics.leaderboard.table import Leaderboard, LeaderboardRow, MetricColumn
 from capjudge.metrics.leaderboard.stats import Comparison, Estimate
@@ -98,6 +99,8 @@ class TaskSection:
     judge_note: str
     # The panel part: one for a task some run judged with a panel of judges, none for a task judged by one judge.
     panels: tuple[PanelSection, ...] = ()
+    # Under the main table when the task has a length-controlled column: beta, order changes, the method.
+    length_note: str = ""
 
 
 def task_sections(board: Leaderboard) -> list[TaskSection]:
@@ -119,8 +122,12 @@ def _section(board: Leaderboard, task: str) -> TaskSection:
     bounds = _logged_bounds(columns)
     folded = {bound.key for pair in bounds.values() for bound in pair}
     main: list[DisplayColumn] = []
+    control: TaskLengthControl | None = None
     if main_column is not None:
         main.append(_metric_column(main_column, rows, board, prefix, ci_in_header=True))
+        control = board.length_control.get(task)
+        if control is not None:
+            main.append(_length_column(control, main_column, rows, board))
         main.append(_difference_column(main_column, rows, board))
         main.append(DisplayColumn("p (Holm)", tuple(_p_cell(row.comparison_for(main_column)) for row in rows)))
         if any(row.estimates[main_column.key].replies > 1 for row in rows):
@@ -139,6 +146,9 @@ def _section(board: Leaderboard, task: str) -> TaskSection:
         main=tuple(main),
         others=tuple(_metric_column(c, rows, board, prefix, bounds=bounds.get(c.key)) for c in others),
         judge_note=_judge_note(rows, task),
+        length_note=board.length_undefined.get(task, "") if control is None else length_note(
+            control, decimals(main_column, rows), board.settings.n_resamples, board.settings.seed,
+            board.settings.confidence),
         panels=() if main_column is None or task not in board.panels
         else (_panel_section(board.panels[task], main_column, rows, prefix),),
     )
@@ -378,6 +388,14 @@ def _metric_column(
         for row in rows
     )
     return DisplayColumn(header(column, prefix, ci_in_header, board.settings.confidence), cells)
+
+
+def _length_column(control: TaskLengthControl, column: MetricColumn, rows: Sequence[LeaderboardRow],
+                   board: Leaderboard) -> DisplayColumn:
+    """Each model's main score at the task's reference length (`length_column`), beside its raw mean."""
+    places = decimals(column, rows)
+    return DisplayColumn(f"length-controlled [{board.settings.confidence:.0%} CI]", tuple(
+        _interval_cell(control.fit.scores.get(row.name, ValueCI(None)), places) for row in rows))
 
 
 def _difference_column(column: MetricColumn, rows: Sequence[LeaderboardRow], board: Leaderboard) -> DisplayColumn:

@@ -137,6 +137,8 @@ def _section_lines(section: TaskSection, shorts: dict[str, str], width: int) -> 
         lines += _wrapped("Other metrics: mean [CI]; rates in % of the items.", width) + [""]
         for chunk in _packed(keys, section.others, width):
             lines += _table(keys + tuple(chunk)) + [""]
+    if section.length_note:
+        lines += _wrapped(section.length_note, width) + [""]
     lines += names_note
     lines += _wrapped(section.judge_note, width) + [""]
     for panel in section.panels:
@@ -268,6 +270,7 @@ def render_csv(board: Leaderboard) -> str:
     header += [f"rank_{task}" for task in tasks] + [f"items_{task}" for task in tasks] + [f"judge_{task}" for task in tasks]
     header += [f"{name}_{task}" for task in tasks for name in USAGE_FIELDS]
     header += [f"report_url_{task}" for task in tasks]
+    header += _length_header(board)
     header += _panel_header(board)
     handle = io.StringIO(newline="")
     writer = csv.writer(handle)
@@ -298,6 +301,7 @@ def render_csv(board: Leaderboard) -> str:
         cells += ["; ".join(row.judges.get(task, ())) for task in tasks]
         cells += [row.usage.get(task, {}).get(name, "") for task in tasks for name in USAGE_FIELDS]
         cells += [row.report_urls.get(task, "") for task in tasks]
+        cells += _length_cells(board, row.name)
         cells += _panel_cells(board, row.name)
         writer.writerow([_csv_text(cell) for cell in cells])
     return handle.getvalue()
@@ -337,6 +341,25 @@ def _panel_cells(board: Leaderboard, name: str) -> list[object]:
         for pair in panel.pairs:
             figure = model.kendall[pair]
             cells += [_csv_value(figure.value), _csv_value(figure.ci_low), _csv_value(figure.ci_high)]
+    return cells
+
+
+def _length_header(board: Leaderboard) -> list[str]:
+    """Before the panel columns, per task with a length-controlled column: each model's length-controlled main
+    score with its interval, then the task's beta with its interval (the same in every row) and the models
+    whose order with this one changes."""
+    return [f"{task}/{name}{end}" for task in board.length_control for name in ("length_controlled", "length_beta")
+            for end in _CI_ENDS] + [f"length_order_flips_{task}" for task in board.length_control]
+
+
+def _length_cells(board: Leaderboard, name: str) -> list[object]:
+    cells: list[object] = []
+    for control in board.length_control.values():
+        for figure in (control.fit.scores.get(name), control.fit.beta):
+            cells += [_csv_value(None if figure is None else getattr(figure, part))
+                      for part in ("value", "ci_low", "ci_high")]
+    for control in board.length_control.values():
+        cells.append("; ".join(b if a == name else a for a, b in control.flips if name in (a, b)))
     return cells
 
 

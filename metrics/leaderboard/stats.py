@@ -38,6 +38,8 @@ class LeaderboardSettings:
     confidence: float = 0.95
     alpha: float = 0.05
     failure_warn_rate: float = 0.02
+    # The length-controlled column (capjudge.metrics.leaderboard.length_column); --no-length-control turns it off.
+    length_control: bool = True
 
     def __post_init__(self) -> None:
         if not 0 < self.confidence < 1:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from capjudge.metrics.leaderboard.length_column import TaskLengthControl
 from capjudge.metrics.leaderboard.panel import TaskPanel
 from capjudge.metrics.leaderboard.stats import Comparison, Estimate, LeaderboardSettings
 
@@ -59,6 +60,9 @@ class Leaderboard:
     task_rank_columns: Mapping[str, MetricColumn] = field(default_factory=dict)  # task -> its main metric
     # task -> its members' rankings and agreement, for the tasks some run judged with a panel of judges.
     panels: Mapping[str, TaskPanel] = field(default_factory=dict)
+    # task -> its length-controlled scores and beta, for the tasks where they are defined (see length_column).
+    length_control: Mapping[str, TaskLengthControl] = field(default_factory=dict)
+    length_undefined: Mapping[str, str] = field(default_factory=dict)  # task -> why it has no such column
 
     @property
     def tasks(self) -> tuple[str, ...]:

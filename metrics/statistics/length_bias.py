@@ -53,13 +53,22 @@ class ExcessLengthBias:
     n_undefined: int
 
 
-def standardised_log_length(word_counts: Sequence[float] | np.ndarray) -> np.ndarray:
-    """z-scores of log word counts (counts below 1 count as 1: an empty caption has no log)."""
-    logs = np.log(np.maximum(np.asarray(word_counts, dtype=np.float64), 1.0))
-    spread = logs.std()
+def standardised_log_length(
+    word_counts: Sequence[float] | np.ndarray, scale_from: Sequence[float] | np.ndarray | None = None
+) -> np.ndarray:
+    """z-scores of log word counts (counts below 1 count as 1: an empty caption has no log). With
+    `scale_from`, standardised by those counts' mean and SD instead (e.g. a reference length put on the
+    captions' scale)."""
+    logs = _log_words(word_counts)
+    basis = logs if scale_from is None else _log_words(scale_from)
+    spread = basis.std()
     if spread == 0:
         raise LengthBiasError("every caption has the same word count: no length coefficient is defined")
-    return (logs - logs.mean()) / spread
+    return (logs - basis.mean()) / spread
+
+
+def _log_words(word_counts: Sequence[float] | np.ndarray) -> np.ndarray:
+    return np.log(np.maximum(np.asarray(word_counts, dtype=np.float64), 1.0))
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,11 @@ def register(groups: Any) -> None:
     parser.add_argument("--confidence", type=float, default=0.95)
     parser.add_argument("--alpha", type=float, default=0.05, help="significance level after Holm correction")
     parser.add_argument(
+        "--no-length-control", dest="length_control", action="store_false",
+        help="leave out the length-controlled column (each task's main score re-predicted at the reference "
+             "caption length; shown by default beside the raw mean, which still ranks)",
+    )
+    parser.add_argument(
         "--report-url", metavar="TEMPLATE",
         help="link each row of the HTML to the model's items in `capjudge report`'s page, e.g. "
              "'report/report.html#task={task}&model={model}' ({task} and {model} are filled in, URL-quoted); "
@@ -53,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
         writable_folder(Path(args.out))  # before the runs are read and the statistics made
         settings = LeaderboardSettings(
             n_resamples=args.resamples, n_permutations=args.permutations, seed=args.seed,
-            confidence=args.confidence, alpha=args.alpha,
+            confidence=args.confidence, alpha=args.alpha, length_control=args.length_control,
         )
         runs, notes = read_runs(args.runs)
         board = build_leaderboard(runs, settings, rank_by=args.rank_by, warnings=notes,
