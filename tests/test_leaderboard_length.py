@@ -1,0 +1,330 @@
+"""The leaderboard's length-controlled column, on real lmms-eval runs judged by scripted judges of known
+behaviour (the OpenAI-compatible test server with a responder of this module).
+
+Three caption sets of the real `gveval_demo` task (10 items): `terse` (4-8 words, no error), `medium` (10-18
+words, one wrong detail) and `verbose` (20-34 words, two wrong details); lengths vary within each set from
+item to item, which is what identifies the length coefficient apart from the models. Two judges score them:
+the length-blind judge sees only the wrong details (70 - 10 per error, a small fixed jitter), so it ranks
+terse > medium > verbose; the length-loving judge adds 25 x ln(words) - 40 to the same scores, so its raw
+ranking follows length (verbose > medium > terse). Each set is run through lmms-eval once per judge.
+"""
+
+from __future__ import annotations
+
+import ast
+import csv
+import hashlib
+import json
+import math
+import re
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from harness_runs import REPO_TASKS, judge_server, run_lmms_eval
+from openai_server import prompt_text, with_logprobs
+
+from capjudge.tasks.cli.main import main as capjudge_main
+
+TASK = "gveval_demo"
+METRIC = "gveval_mean"
+SETS = ("terse", "medium", "verbose")
+ERRORS = {"terse": 0, "medium": 1, "verbose": 2}
+WRONG_DETAILS = ("purple", "elephant")
+LC = f"{TASK}/length_controlled"
+BETA = f"{TASK}/length_beta"
+
+
+def _item_ids() -> list[str]:
+    lines = (REPO_TASKS / "demo" / "gveval_demo.jsonl").read_text(encoding="utf-8").splitlines()
+    return [json.loads(line)["id"] for line in lines if line.strip()]
+
+
+def _caption(kind: str, i: int) -> str:
+    words = {"terse": 4 + i % 5, "medium": 10 + (3 * i) % 9, "verbose": 20 + (7 * i) % 15}[kind]
+    details = list(WRONG_DETAILS[: ERRORS[kind]])
+    filler = [f"w{j}" for j in range(words - len(details))]
+    return " ".join(details + filler)
+
+
+def _jitter(caption: str) -> int:
+    return int(hashlib.sha256(caption.encode()).hexdigest()[:8], 16) % 5 - 2
+
+
+def blind_score(caption: str) -> int:
+    errors = sum(caption.split().count(word) for word in WRONG_DETAILS)
+    return 70 - 10 * errors + _jitter(caption)
+
+
+def loving_score(caption: str) -> int:
+    return max(0, min(100, round(blind_score(caption) - 40 + 25 * math.log(len(caption.split())))))
+
+
+def _responder(score):
+    def respond(body):
+        text = prompt_text(body)
+        caption = text.split("Generated Caption:", 1)[1].split("You should first give", 1)[0].strip()
+        s = score(caption)
+        return with_logprobs(f"The Accuracy score is α{s}α.\nThe Completeness score is β{s}β.\n"
+                             f"The Conciseness score is ψ{s}ψ.\nThe Relevance score is δ{s}δ.")
+    return respond
+
+
+@pytest.fixture(scope="module")
+def judged(tmp_path_factory):
+    root = tmp_path_factory.mktemp("length_runs")
+    files = {}
+    for kind in SETS:
+        files[kind] = root / f"{kind}.jsonl"
+        files[kind].write_text("".join(json.dumps({"id": item, "caption": _caption(kind, i)}) + "\n"
+                                       for i, item in enumerate(_item_ids())), encoding="utf-8")
+    outputs = {}
+    for judge, score in (("blind", blind_score), ("loving", loving_score)):
+        outputs[judge] = root / judge
+        with judge_server(responder=_responder(score)) as server:
+            for kind in SETS:
+                run_lmms_eval(model="captions_file", model_args=f"path={files[kind]},model_name={kind}", tasks=TASK,
+                              output_path=outputs[judge], judge_base_url=server.base_url,
+                              cache_path=root / f"{judge}.sqlite")
+    return outputs
+
+
+def _leaderboard(capsys, out: Path, *arguments: str) -> tuple[int, str]:
+    code = capjudge_main(["leaderboard", *arguments, "--out", str(out)])
+    return code, capsys.readouterr().err
+
+
+def _csv(out: Path) -> dict[str, dict[str, str]]:
+    with (out / "leaderboard.csv").open(encoding="utf-8", newline="") as handle:
+        return {row["model"]: row for row in csv.DictReader(handle)}
+
+
+def _board(capsys, tmp_path, judge_output: Path, name: str) -> dict[str, dict[str, str]]:
+    code, err = _leaderboard(capsys, tmp_path / name, str(judge_output))
+    assert code == 0 and "warning" not in err, err
+    return _csv(tmp_path / name)
+
+
+def _ranking(rows: dict[str, dict[str, str]], column: str) -> list[str]:
+    return sorted(rows, key=lambda name: -float(rows[name][column]))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# (a) a length-loving judge, (b) a length-blind judge
+# ---------------------------------------------------------------------------------------------------------
+
+
+def test_a_length_loving_judge_is_undone_by_the_length_controlled_ranking(judged, tmp_path, capsys):
+    blind = _board(capsys, tmp_path, judged["blind"], "blind")
+    loving = _board(capsys, tmp_path, judged["loving"], "loving")
+    raw = f"{TASK}/{METRIC}"
+    # The worlds are as built: the blind judge prefers the short correct set, the loving one the long set.
+    assert _ranking(blind, raw) == ["terse", "medium", "verbose"]
+    assert _ranking(loving, raw) == ["verbose", "medium", "terse"]
+    # Length control recovers the blind judge's order, and names the bias with an interval above 0.
+    assert _ranking(loving, LC) == _ranking(blind, raw)
+    row = loving["terse"]
+    assert float(row[f"{BETA}_ci_low"]) > 0 and float(row[BETA]) > 0
+    # The flips are listed: every pair of models changes order.
+    assert loving["terse"][f"length_order_flips_{TASK}"] == "medium; verbose"
+    markdown = (tmp_path / "loving" / "leaderboard.md").read_text(encoding="utf-8")
+    assert "verbose above terse raw, terse above verbose length-controlled" in " ".join(markdown.split())
+
+
+def test_a_length_blind_judge_shows_no_length_coefficient(judged, tmp_path, capsys):
+    blind = _board(capsys, tmp_path, judged["blind"], "blind")
+    row = blind["terse"]
+    assert float(row[f"{BETA}_ci_low"]) < 0 < float(row[f"{BETA}_ci_high"])
+    for name, values in blind.items():
+        raw = float(values[f"{TASK}/{METRIC}"])
+        assert float(values[f"{LC}_ci_low"]) <= raw <= float(values[f"{LC}_ci_high"]), name
+
+
+# ---------------------------------------------------------------------------------------------------------
+# (c) where it is shown, and an independent recomputation
+# ---------------------------------------------------------------------------------------------------------
+
+
+def _observations(output: Path):
+    """(model, item, score, words, reference words) straight from the samples files, with plain numpy."""
+    rows = []
+    for samples in sorted(output.glob(f"*/*_samples_{TASK}.jsonl")):
+        for line in samples.read_text(encoding="utf-8").splitlines():
+            logged = json.loads(line)
+            caption = logged["judged"]["judgment"]["caption"]
+            references = ast.literal_eval(logged["target"])
+            score = math.nan if logged[METRIC] is None else float(logged[METRIC])
+            rows.append((samples.parent.name, logged["judged"]["item_id"], score,
+                         len(caption.split()), float(np.median([len(r.split()) for r in references]))))
+    return rows
+
+
+def _fit(rows):
+    """Dummy-variable OLS (every model and item a dummy, one item left out) and the LC formula."""
+    models = sorted({r[0] for r in rows})
+    items = sorted({r[1] for r in rows})
+    y = np.array([r[2] for r in rows])
+    logs = np.log(np.array([r[3] for r in rows], dtype=float))
+    z = (logs - logs.mean()) / logs.std()
+    z_ref = (np.log(np.array([r[4] for r in rows])) - logs.mean()) / logs.std()
+    design = np.column_stack([[r[0] == m for r in rows] for m in models]
+                             + [[r[1] == i for r in rows] for i in items[1:]] + [z]).astype(float)
+    beta = np.linalg.lstsq(design, y, rcond=None)[0][-1]
+    lc = {m: y[mask].mean() - beta * (z - z_ref)[mask].mean()
+          for m in models for mask in [np.array([r[0] == m for r in rows])]}
+    return beta, lc
+
+
+def _bootstrap(rows, n_resamples: int, seed: int):
+    """Materialised item resamples (each drawn copy of an item a new item), the fit redone on each."""
+    items = sorted({r[1] for r in rows})
+    draws = np.random.default_rng(seed).integers(0, len(items), size=(n_resamples, len(items)))
+    betas, lcs = [], {m: [] for m in sorted({r[0] for r in rows})}
+    for drawn in draws:
+        resample = [(r[0], f"{copy}", *r[2:]) for copy, index in enumerate(drawn) for r in rows if r[1] == items[index]]
+        # z is standardised once on the full sample, as the leaderboard does: carry the full sample's scale.
+        beta, lc = _fit_on_scale(resample, rows)
+        betas.append(beta)
+        for m in lcs:
+            lcs[m].append(lc[m])
+    return np.array(betas), {m: np.array(v) for m, v in lcs.items()}
+
+
+def _fit_on_scale(rows, scale_rows):
+    logs_all = np.log(np.array([r[3] for r in scale_rows], dtype=float))
+    models = sorted({r[0] for r in rows})
+    items = sorted({r[1] for r in rows})
+    y = np.array([r[2] for r in rows])
+    z = (np.log(np.array([r[3] for r in rows], dtype=float)) - logs_all.mean()) / logs_all.std()
+    z_ref = (np.log(np.array([r[4] for r in rows])) - logs_all.mean()) / logs_all.std()
+    design = np.column_stack([[r[0] == m for r in rows] for m in models]
+                             + [[r[1] == i for r in rows] for i in items[1:]] + [z]).astype(float)
+    beta = np.linalg.lstsq(design, y, rcond=None)[0][-1]
+    return beta, {m: y[mask].mean() - beta * (z - z_ref)[mask].mean()
+                  for m in models for mask in [np.array([r[0] == m for r in rows])]}
+
+
+def test_the_numbers_equal_an_independent_numpy_recomputation(judged, tmp_path, capsys):
+    code, err = _leaderboard(capsys, tmp_path / "board", str(judged["loving"]), "--resamples", "300", "--seed", "7")
+    assert code == 0, err
+    board = _csv(tmp_path / "board")
+    rows = _observations(judged["loving"])
+    assert len(rows) == 30
+    beta, lc = _fit(rows)
+    assert float(board["terse"][BETA]) == pytest.approx(beta, rel=1e-9)
+    for model, value in lc.items():
+        assert float(board[model][LC]) == pytest.approx(value, rel=1e-9)
+    betas, lcs = _bootstrap(rows, 300, 7)
+    assert float(board["terse"][f"{BETA}_ci_low"]) == pytest.approx(np.percentile(betas, 2.5), rel=1e-9)
+    assert float(board["terse"][f"{BETA}_ci_high"]) == pytest.approx(np.percentile(betas, 97.5), rel=1e-9)
+    for model, values in lcs.items():
+        assert float(board[model][f"{LC}_ci_low"]) == pytest.approx(np.percentile(values, 2.5), rel=1e-9)
+        assert float(board[model][f"{LC}_ci_high"]) == pytest.approx(np.percentile(values, 97.5), rel=1e-9)
+
+
+def test_the_column_and_note_are_in_the_markdown_csv_and_page(judged, tmp_path, capsys, open_page):
+    board = _board(capsys, tmp_path, judged["loving"], "board")
+    out = tmp_path / "board"
+    markdown = (out / "leaderboard.md").read_text(encoding="utf-8")
+    header = next(line for line in markdown.splitlines() if line.startswith("| #"))
+    cells = [cell.strip() for cell in header.strip("|").split("|")]
+    # Right beside the main score.
+    assert cells[2].startswith("mean [95% CI]") and cells[3] == "length-controlled [95% CI]"
+    flat = " ".join(markdown.split())
+    beta = float(board["terse"][BETA])
+    # The task's scale: one decimal when some mean is 10 or more (as every other score of the task shows).
+    places = 1 if any(abs(float(v[f"{TASK}/{METRIC}"])) >= 10 for v in board.values()) else 2
+    assert f"Length coefficient beta = {beta:+.{places}f}" in flat
+    assert "median word count of the item's reference captions" in flat
+    terse_row = next(line for line in markdown.splitlines() if line.startswith("| ") and " terse " in line)
+    assert f"{float(board['terse'][LC]):.{places}f} [{float(board['terse'][LC + '_ci_low']):.{places}f}," in terse_row
+    # The page, in the real browser: the column in the main table, the note under it.
+    visit = open_page(out / "leaderboard.html")
+    assert visit.script_errors == []
+    table = visit.page.locator(f'table.main[data-task="{TASK}"]')
+    assert table.locator("th").nth(3).inner_text().replace("\u200b", "").replace("\n", " ") == "length-controlled [95% CI]"
+    shown = {row.locator("td").nth(1).inner_text(): row.locator("td").nth(3).locator(".value").inner_text()
+             for row in table.locator("tbody tr").all()}
+    assert shown == {name: f"{float(values[LC]):.{places}f}" for name, values in board.items()}
+    note = visit.page.locator(f'#task-{TASK} p.note.length-control')
+    assert note.is_visible() and f"beta = {beta:+.{places}f}" in note.inner_text()
+    assert visit.page.evaluate("() => document.documentElement.scrollWidth") <= 1366
+
+
+def test_the_column_can_be_turned_off(judged, tmp_path, capsys):
+    code, err = _leaderboard(capsys, tmp_path / "off", str(judged["loving"]), "--no-length-control")
+    assert code == 0, err
+    text = "".join((tmp_path / "off" / name).read_text(encoding="utf-8") for name in ("leaderboard.md", "leaderboard.csv"))
+    assert "length-controlled" not in text.lower() and "length_beta" not in text and "Length coefficient" not in text
+
+
+# ---------------------------------------------------------------------------------------------------------
+# (d) hostile inputs
+# ---------------------------------------------------------------------------------------------------------
+
+
+def _edited_copy(judged, tmp_path, edit) -> Path:
+    """A copy of the loving judge's runs with the verbose run's samples edited line by line."""
+    copy = tmp_path / "edited"
+    shutil.copytree(judged["loving"], copy)
+    samples = next(copy.glob(f"verbose/*_samples_{TASK}.jsonl"))
+    lines = [json.loads(line) for line in samples.read_text(encoding="utf-8").splitlines()]
+    samples.write_text("".join(json.dumps(edit(i, line)) + "\n" for i, line in enumerate(lines)), encoding="utf-8")
+    return copy
+
+
+@pytest.mark.parametrize("how", ["caption null", "caption key gone", "no record"])
+def test_a_run_without_its_captions_loses_the_column_with_a_warning(judged, tmp_path, capsys, how):
+    def edit(i, line):
+        if i == 3:
+            if how == "caption null":
+                line["judged"]["judgment"]["caption"] = None
+            elif how == "caption key gone":
+                del line["judged"]["judgment"]["caption"]
+            else:
+                del line["judged"]
+        return line
+
+    copy = _edited_copy(judged, tmp_path, edit)
+    code, err = _leaderboard(capsys, tmp_path / "out", str(copy))
+    assert code == 0
+    warnings = [line for line in err.splitlines() if "length-controlled" in line]
+    assert len(warnings) == 1 and "'verbose'" in warnings[0] and "line 4" in warnings[0], err
+    text = "".join((tmp_path / "out" / name).read_text(encoding="utf-8")
+                   for name in ("leaderboard.md", "leaderboard.csv", "leaderboard.html"))
+    assert "length_controlled" not in text and "length-controlled [" not in text and "Length coefficient" not in text
+    assert "no length-controlled column" in text  # the warning is on the pages too
+
+
+@pytest.mark.parametrize("bad", [5, ["a", "list"], {"text": "x"}])
+def test_a_caption_that_is_not_text_is_refused_naming_the_file_and_line(judged, tmp_path, capsys, bad):
+    def edit(i, line):
+        if i == 2:
+            line["judged"]["judgment"]["caption"] = bad
+        return line
+
+    copy = _edited_copy(judged, tmp_path, edit)
+    code, err = _leaderboard(capsys, tmp_path / "out", str(copy))
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1, err
+    assert re.search(r"_samples_gveval_demo\.jsonl, line 3", lines[0]) and "caption" in lines[0]
+    assert not (tmp_path / "out" / "leaderboard.md").exists()
+
+
+def test_an_unjudged_item_is_left_out_for_its_model_not_counted_as_zero(judged, tmp_path, capsys):
+    def edit(i, line):
+        if i == 0:
+            line[METRIC] = None
+        return line
+
+    copy = _edited_copy(judged, tmp_path, edit)
+    code, err = _leaderboard(capsys, tmp_path / "out", str(copy), "--resamples", "0")
+    assert code == 0, err
+    rows = [r for r in _observations(copy) if not (r[0] == "verbose" and r[1] == _item_ids()[0])]
+    rows = [r for r in rows if not math.isnan(r[2])]
+    assert len(rows) == 29
+    beta, lc = _fit(rows)
+    board = _csv(tmp_path / "out")
+    assert float(board["verbose"][BETA]) == pytest.approx(beta, rel=1e-9)
+    assert float(board["verbose"][LC]) == pytest.approx(lc["verbose"], rel=1e-9)
