@@ -133,12 +133,12 @@ def _section_lines(section: TaskSection, shorts: dict[str, str], width: int) -> 
     lines = [f"## {markdown_text(section.task)}", ""] + _wrapped(section.caption, width) + [""]
     for chunk in _packed(keys, section.main, width):
         lines += _table(keys + tuple(chunk)) + [""]
+    if section.length_note:  # under the main table, as on the page
+        lines += _wrapped(section.length_note, width) + [""]
     if section.others:
         lines += _wrapped("Other metrics: mean [CI]; rates in % of the items.", width) + [""]
         for chunk in _packed(keys, section.others, width):
             lines += _table(keys + tuple(chunk)) + [""]
-    if section.length_note:
-        lines += _wrapped(section.length_note, width) + [""]
     lines += names_note
     lines += _wrapped(section.judge_note, width) + [""]
     for panel in section.panels:
