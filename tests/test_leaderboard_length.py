@@ -328,3 +328,46 @@ def test_an_unjudged_item_is_left_out_for_its_model_not_counted_as_zero(judged, 
     board = _csv(tmp_path / "out")
     assert float(board["verbose"][BETA]) == pytest.approx(beta, rel=1e-9)
     assert float(board["verbose"][LC]) == pytest.approx(lc["verbose"], rel=1e-9)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The statistic itself, on an unbalanced panel (some models lack some items)
+# ---------------------------------------------------------------------------------------------------------
+
+
+def test_the_statistic_equals_dummy_ols_when_models_lack_items():
+    from capjudge.metrics.statistics.length_control import length_controlled
+
+    rng = np.random.default_rng(3)
+    rows = []
+    for m, name in enumerate(("a", "b", "c", "d")):
+        for i in range(25):
+            if (m + i) % 6 == 0:  # every model misses some items, each its own
+                continue
+            words = int(rng.integers(4, 30)) * (m + 1)
+            rows.append((name, f"i{i:02d}", 5.0 * m + 0.4 * i + 3.0 * math.log(words) + rng.normal(), words,
+                         float(rng.integers(8, 15))))
+    # The same reference length for every candidate of an item.
+    references = {r[1]: r[4] for r in rows}
+    rows = [(*r[:4], references[r[1]]) for r in rows]
+    fit = length_controlled([r[2] for r in rows], [r[3] for r in rows], [r[4] for r in rows],
+                            [r[0] for r in rows], [r[1] for r in rows], n_resamples=200, seed=5)
+    beta, lc = _fit(rows)
+    assert fit.beta.value == pytest.approx(beta, rel=1e-9)
+    assert {m: v.value for m, v in fit.scores.items()} == pytest.approx(lc, rel=1e-9)
+    betas, lcs = _bootstrap(rows, 200, 5)
+    assert (fit.beta.ci_low, fit.beta.ci_high) == pytest.approx(tuple(np.percentile(betas, [2.5, 97.5])), rel=1e-9)
+    for m, values in lcs.items():
+        assert (fit.scores[m].ci_low, fit.scores[m].ci_high) == pytest.approx(
+            tuple(np.percentile(values, [2.5, 97.5])), rel=1e-9)
+
+
+def test_the_statistic_refuses_what_defines_no_coefficient():
+    from capjudge.metrics.statistics.length_bias import LengthBiasError
+    from capjudge.metrics.statistics.length_control import length_controlled
+
+    with pytest.raises(LengthBiasError, match="two scores for one item"):
+        length_controlled([1, 2, 3], [3, 4, 5], [4, 4, 4], ["a", "a", "b"], ["i", "i", "i"])
+    # Each model always writes the same length: length and model cannot be told apart.
+    with pytest.raises(LengthBiasError, match="length coefficient is undefined"):
+        length_controlled([1, 2, 3, 4], [3, 3, 9, 9], [4, 4, 4, 4], ["a", "a", "b", "b"], ["i", "j", "i", "j"])
