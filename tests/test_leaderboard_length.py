@@ -22,10 +22,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from capjudge.tasks.cli.main import main as capjudge_main
 from harness_runs import REPO_TASKS, judge_server, run_lmms_eval
 from openai_server import prompt_text, with_logprobs
-
-from capjudge.tasks.cli.main import main as capjudge_main
 
 TASK = "gveval_demo"
 METRIC = "gveval_mean"
@@ -186,8 +185,8 @@ def _bootstrap(rows, n_resamples: int, seed: int):
         # z is standardised once on the full sample, as the leaderboard does: carry the full sample's scale.
         beta, lc = _fit_on_scale(resample, rows)
         betas.append(beta)
-        for m in lcs:
-            lcs[m].append(lc[m])
+        for m, values in lcs.items():
+            values.append(lc[m])
     return np.array(betas), {m: np.array(v) for m, v in lcs.items()}
 
 

@@ -25,13 +25,15 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-
 from capjudge.judges.jsonl import numbered_objects
 from capjudge.metrics.files.run_file_error import RunFileError
 from capjudge.metrics.files.runs import Run
 from capjudge.metrics.files.task_run import TaskRun, logged_record
 from capjudge.metrics.statistics.clusters import ClusterError
-from capjudge.metrics.statistics.length_control import LengthControlled, length_controlled
+from capjudge.metrics.statistics.length_control import (
+    LengthControlled,
+    length_controlled,
+)
 
 METHOD = (
     "Length-controlled: each model's mean {metric} re-predicted at the task's reference caption length, from "
@@ -186,8 +188,8 @@ def length_note(control: TaskLengthControl, places: int, n_resamples: int, seed:
     interval = (f" [{beta.ci_low:+.{places}f}, {beta.ci_high:+.{places}f}]"
                 if beta.ci_low is not None and beta.ci_high is not None else "")
     undefined = f"; {control.fit.n_undefined} resamples undefined" if control.fit.n_undefined else ""
-    parts = [f"Length coefficient beta = {beta.value:+.{places}f}{interval} {control.metric} per SD of log words "
-             f"({control.fit.n_observations} captions of {control.fit.n_items} items{undefined})."]
+    parts = [(f"Length coefficient beta = {beta.value:+.{places}f}{interval} {control.metric} per SD of log words "
+              f"({control.fit.n_observations} captions of {control.fit.n_items} items{undefined}).")]
     if control.flips:
         parts.append("Order changes between the raw and the length-controlled ranking: " + "; ".join(
             f"{raw} above {other} raw, {other} above {raw} length-controlled" for raw, other in control.flips) + ".")

@@ -28,10 +28,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-
-from capjudge.metrics.statistics.bootstrap import BootstrapDistribution, percentile_interval
+from capjudge.metrics.statistics.bootstrap import (
+    BootstrapDistribution,
+    percentile_interval,
+)
 from capjudge.metrics.statistics.clusters import Clusters
-from capjudge.metrics.statistics.length_bias import LengthBiasError, standardised_log_length
+from capjudge.metrics.statistics.length_bias import (
+    LengthBiasError,
+    standardised_log_length,
+)
 from capjudge.metrics.statistics.value_ci import ValueCI
 
 
