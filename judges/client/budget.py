@@ -11,9 +11,8 @@ machine shares (a folder per judge endpoint and model, beside the reply cache):
   a sliding window of the requests sent, in SQLite (each admission is one IMMEDIATE transaction, so two
   processes cannot both take the last place). A request is admitted only if the window's count and tokens
   stay within the limits with it, and no sooner than even pacing allows (GCRA: the window's budget spread
-  over the window, 1/60 of it allowed ahead); its estimated prompt tokens are replaced by the prompt tokens
-  the API reports, its reply by the `max_tokens` reservation (what the API counts at admission, whatever
-  the reply's length).
+  over the window, 1/60 of it allowed ahead); where no header counts tokens, its estimate is replaced by the
+  prompt tokens the API reports and the reply's `max_tokens` reservation (counted at admission).
 - the API's charge per estimated token is learned from its count (capjudge.judges.client.charge), kept here
   for every process (`charge_samples`, meta `charge_ratio`); a request reserves its estimate (`sent.base`)
   times it.
@@ -316,7 +315,7 @@ class MachineBudget:
         if sample is None:
             return
         db.execute("INSERT INTO charge_samples (at, ratio) VALUES (?, ?)", (seen_at, sample))
-        latest = db.execute("SELECT ratio FROM charge_samples ORDER BY at DESC LIMIT ?", (SAMPLES,)).fetchall()
+        latest = db.execute("SELECT ratio FROM charge_samples ORDER BY at DESC, rowid DESC LIMIT ?", (SAMPLES,)).fetchall()
         self._set_ratio(db, learned_ratio(row[0] for row in latest), seen_at)
 
     @staticmethod
@@ -351,7 +350,8 @@ class MachineBudget:
                 db.execute("INSERT INTO meta (key, value) VALUES ('unrecorded_until', ?) "
                            "ON CONFLICT(key) DO UPDATE SET value = max(value, excluded.value)", (missed,))
             db.execute("DELETE FROM charge_samples WHERE at >= ?", (first,))
-            latest = db.execute("SELECT ratio, at FROM charge_samples ORDER BY at DESC LIMIT ?", (SAMPLES,)).fetchall()
+            latest = db.execute("SELECT ratio, at FROM charge_samples ORDER BY at DESC, rowid DESC LIMIT ?",
+                                (SAMPLES,)).fetchall()
             if latest:  # else the ratio stays as it was (too high if those samples set it: slower, never over)
                 self._set_ratio(db, learned_ratio(row[0] for row in latest), latest[0][1])
             db.execute("COMMIT")

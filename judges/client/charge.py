@@ -18,11 +18,14 @@ flight, replies out of order and expiries, and is as often negative as not. A wi
 window's estimates needs no order: both sides count the same requests (sent up to this request, for one
 window back). One sample can still be off (a request sent just before this one that arrived after it, a
 window edge a few milliseconds apart), so the ratio used is the median of the last SAMPLES samples (or of the
-last FAST, where higher: a rise is followed sooner than a fall, see learned_ratio): robust to a few bad ones,
-and following a change of the API's charge within one window of it (a sample is a whole window's average,
-so it has moved all the way once a window has passed at the new charge) and the few replies the median spans. Usage from another machine on the same key also counts
-in `limit - remaining` and so in the ratio: this machine then reserves its share of it, which keeps the window
-under the limit as the outside accounting of MachineBudget.reconcile does.
+last FAST, where higher: a rise is followed sooner than a fall, see learned_ratio): robust to a few bad ones.
+A sample is a whole window's average, so a change of the API's charge per estimated token is followed within
+one window of it (and the few replies the median spans); meanwhile the API's count stays the authority over
+the window (MachineBudget.reconcile), but the requests sent are reserved at the ratio not yet learned, so a
+sharp rise costs a few 429s (0.7x to 1.3x: 3-4 in tests/test_learned_charge.py). A change of the requests
+(longer prompts) is followed at once: the estimate follows it. Usage from another machine on the same key
+also counts in `limit - remaining` and so in the ratio: this machine then reserves its share of it, which
+keeps the window under the limit as the outside accounting of reconcile does.
 
 The reply's `usage` is a second signal, and the headers win where the API sends them: `usage` is what is billed
 (the tokenizer's count of the prompt, the reply's length), not what the limiter charged (OpenAI's limiter counts
