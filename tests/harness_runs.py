@@ -45,7 +45,8 @@ _OUTPUT_TAIL = 4000
 
 
 # A judging process for budget tests and benchmarks: `python -c TEXT_JUDGE_SCRIPT N OFFSET WORDS MAX_TOKENS`
-# judges N text requests through a JudgeClient configured from the environment and prints one JSON line
+# judges N text requests (MAX_TOKENS 0: without max_tokens) through a JudgeClient configured from the
+# environment and prints one JSON line
 # {"pid", "judged", "failures"}. Several at once, sharing CAPJUDGE_CACHE's folder, share one budget.
 TEXT_JUDGE_SCRIPT = """
 import json, os, sys
@@ -54,7 +55,8 @@ from capjudge.judges.client.config import JudgeConfig
 from capjudge.judges.types import ChatRequest
 n, offset, words, max_tokens = (int(a) for a in sys.argv[1:5])
 client = JudgeClient(JudgeConfig.from_env(model="test-judge"))
-requests = [ChatRequest(parts=(f"item {offset + i}: judge this caption " + "word " * words,), params={"max_tokens": max_tokens})
+params = {"max_tokens": max_tokens} if max_tokens > 0 else {}  # 0: no max_tokens (the API reserves its default)
+requests = [ChatRequest(parts=(f"item {offset + i}: judge this caption " + "word " * words,), params=params)
             for i in range(n)]
 outcomes = client.judge_many(requests, lambda reply: reply.content, judge_version="text-judge-script")
 print(json.dumps({"pid": os.getpid(), "judged": sum(o.ok for o in outcomes),

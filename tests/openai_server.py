@@ -117,6 +117,16 @@ def openai_prompt_tokens_of(body: dict[str, Any]) -> int:
     return tokens + round(characters / 4)
 
 
+def limiter_charge_of(body: dict[str, Any], token_charge: str = "words", charge_scale: float = 1.0,
+                      default_reply_charge: int = 0) -> int:
+    """What the server's rate limiter charges a judgment at admission: the prompt by `token_charge`, and the
+    reply's `max_tokens`, reserved whatever the reply's length (as OpenAI counts), else `default_reply_charge`;
+    times `charge_scale`."""
+    prompt = openai_prompt_tokens_of(body) if token_charge == "openai" else prompt_tokens_of(body)
+    reply = int(body.get("max_tokens") or body.get("max_completion_tokens") or default_reply_charge)
+    return round(charge_scale * (prompt + reply))
+
+
 def tokens_of(text: str) -> list[str]:
     """Split a reply into tokens the way GPT-4o-class tokenizers roughly do: numbers stay whole."""
     return re.findall(r"[^\W\d_]+|\d+|\s+|[^\w\s]|_", text)
@@ -318,8 +328,14 @@ class OpenAITestServer:
         # oldest entry (room for something again); "empty" = until the window is empty, i.e. the limit is back
         # to its initial state (OpenAI's documented wording for its headers).
         self.reset_meaning = "oldest"
+        # The limiter's own charge, apart from the usage reported (issue 40: a real API's limiter charges by its
+        # rule, not by the tokenizer count it bills): `charge_scale` times (the prompt tokens by `token_charge`
+        # plus the reply's reservation: `max_tokens`, else `default_reply_charge`). The defaults charge as before.
+        self.charge_scale = 1.0
+        self.default_reply_charge = 0
         self._window: deque[tuple[float, int]] = deque()
         self.charged: list[tuple[float, int]] = []  # (time, tokens) of every judgment the limits admitted
+        self.refused: list[tuple[float, int]] = []  # (time, tokens it would have been charged) of every 429
         self.in_flight = 0
         self.max_in_flight = 0
         self._lock = threading.Lock()
@@ -353,8 +369,11 @@ class OpenAITestServer:
             self.rate_limited = 0
             self.token_charge = "words"
             self.reset_meaning = "oldest"
+            self.charge_scale = 1.0
+            self.default_reply_charge = 0
             self._window.clear()
             self.charged.clear()
+            self.refused.clear()
             self.responder = responder
             self.latency = 0.0
             self.max_in_flight = self.in_flight
@@ -397,8 +416,7 @@ class OpenAITestServer:
         """Whether this judgment fits the rate limits (and is counted if so), and the headers to send."""
         if self.rpm_limit is None and self.tpm_limit is None:
             return True, {}
-        # The reply's `max_tokens` is reserved at admission, whatever the reply's length (as OpenAI counts).
-        tokens = self.prompt_tokens(body) + int(body.get("max_tokens") or body.get("max_completion_tokens") or 0)
+        tokens = self.limiter_charge(body)
         with self._lock:
             now = time.time()
             while self._window and self._window[0][0] <= now - self.rate_window:
@@ -412,6 +430,7 @@ class OpenAITestServer:
                 count, used = count + 1, used + tokens
             else:
                 self.rate_limited += 1
+                self.refused.append((now, tokens))
             entry = (self._window[0] if self.reset_meaning == "oldest" else self._window[-1]) if self._window else None
             reset = max(0.0, entry[0] + self.rate_window - now) if entry else 0.0
         headers = {}
@@ -476,7 +495,7 @@ class OpenAITestServer:
                         stats = {"requests": len(server.log), "max_in_flight": server.max_in_flight,
                                  "rate_limited": server.rate_limited,
                                  "arrivals": [entry.arrived for entry in server.log if entry.answer != "429"],
-                                 "charged": server.charged,
+                                 "charged": server.charged, "refused": server.refused,
                                  "preflights": len(server.preflights), "batches_created": server.batch.created,
                                  "batch_lines_answered": server.batch.lines_answered}
                     self._send_json(200, stats)
@@ -594,6 +613,10 @@ class OpenAITestServer:
 
         return Handler
 
+    def limiter_charge(self, body: dict[str, Any]) -> int:
+        """The tokens the rate limiter charges a judgment at admission (see `limiter_charge_of`)."""
+        return limiter_charge_of(body, self.token_charge, self.charge_scale, self.default_reply_charge)
+
     def prompt_tokens(self, body: dict[str, Any]) -> int:
         """The prompt tokens this server charges and reports for a request, by its `token_charge` rule."""
         return openai_prompt_tokens_of(body) if self.token_charge == "openai" else prompt_tokens_of(body)
@@ -695,6 +718,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="prompt tokens: one per word, or as OpenAI documents (4 characters a token, image tiles)")
     parser.add_argument("--reset-meaning", choices=("oldest", "empty"), default="oldest",
                         help="x-ratelimit-reset-*: until the oldest entry leaves the window, or until it is empty")
+    parser.add_argument("--charge-scale", type=float, default=1.0,
+                        help="the rate limiter charges this times its count (usage reports the count unscaled)")
+    parser.add_argument("--default-reply-charge", type=int, default=0,
+                        help="tokens the rate limiter reserves for a reply when the request gives no max_tokens")
     parser.add_argument("--log", help="write the request log (JSON lines, bodies without images) here on exit")
     args = parser.parse_args(argv)
     responder = (lambda body: Reply(args.fixed_reply)) if args.fixed_reply else RESPONDERS[args.responder]
@@ -702,6 +729,7 @@ def main(argv: list[str] | None = None) -> int:
     server.logprobs_supported = not args.no_logprobs
     server.rpm_limit, server.tpm_limit, server.rate_window = args.rpm, args.tpm, args.rate_window
     server.token_charge, server.reset_meaning = args.charge, args.reset_meaning
+    server.charge_scale, server.default_reply_charge = args.charge_scale, args.default_reply_charge
     server.start()
     print(f"READY {server.base_url}", flush=True)
     try:

@@ -59,3 +59,43 @@ def test_bad_prices_and_options_are_one_clear_error(tmp_path):
     assert one.returncode == 2 and "both --price-input and --price-output" in one.stderr
     negative = run_capjudge("estimate", "--task", "gveval_demo", "--reask-rate", "-1", env=env)
     assert negative.returncode == 2 and "--reask-rate" in negative.stderr
+
+
+def test_the_charge_learned_by_earlier_runs_is_printed_and_an_unreadable_budget_file_refused(tmp_path):
+    """Issue 40: the budget folder a run would use (beside CAPJUDGE_CACHE, per endpoint and model) holds the API's
+    charge per estimated token as learned from its headers; `capjudge estimate` prints it when there is one."""
+    import time
+
+    from capjudge.judges.client.budget import Limits, MachineBudget, judge_budget_folder
+    from capjudge.judges.client.charge import SAMPLES
+    from capjudge.judges.client.config import JudgeConfig
+
+    env = {**ENV, "CAPJUDGE_CACHE": str(tmp_path / "cache" / "c.sqlite"), "HF_DATASETS_CACHE": str(tmp_path / "hf")}
+    before = run_capjudge("estimate", "--task", "gveval_demo", "--limit", "2", env=env)
+    assert before.returncode == 0, before.stderr[-2000:]
+    assert "learned charge" not in before.stdout  # nothing learned yet: no line
+    assert not (tmp_path / "cache").exists()  # and no folder made to look
+
+    # What a run leaves there: 5 requests of 100 estimated tokens that the API's window counted as 650.
+    folder = judge_budget_folder(JudgeConfig.from_env(env))
+    budget = MachineBudget(folder, Limits(4, tpm=100_000))
+    for _ in range(5):
+        budget.admit(lambda: 100)
+    seen = time.time()
+    for _ in range(SAMPLES):
+        budget.reconcile(seen, None, 650)
+    budget.close()
+    after = run_capjudge("estimate", "--task", "gveval_demo", "--limit", "2", env=env)
+    assert after.returncode == 0, after.stderr[-2000:]
+    (line,) = [line for line in after.stdout.splitlines() if line.startswith("learned charge")]
+    assert "counted 1.30x capjudge's token estimate per request" in line and f"{SAMPLES} replies kept" in line
+    assert str(folder) in line
+
+    (folder / "window.sqlite").write_bytes(b"not a database, whatever it once was" * 100)
+    for name in ("window.sqlite-wal", "window.sqlite-shm"):
+        (folder / name).unlink(missing_ok=True)
+    broken = run_capjudge("estimate", "--task", "gveval_demo", "--limit", "2", env=env)
+    assert broken.returncode == 2
+    (message,) = broken.stderr.strip().splitlines()
+    assert message.startswith("capjudge estimate: budget file ") and str(folder / "window.sqlite") in message
+    assert "not a database" in message

@@ -11,9 +11,11 @@ machine shares (a folder per judge endpoint and model, beside the reply cache):
   a sliding window of the requests sent, in SQLite (each admission is one IMMEDIATE transaction, so two
   processes cannot both take the last place). A request is admitted only if the window's count and tokens
   stay within the limits with it, and no sooner than even pacing allows (GCRA: the window's budget spread
-  over the window, 1/60 of it allowed ahead); its estimated prompt tokens are replaced by the prompt tokens
-  the API reports, its reply by the `max_tokens` reservation (what the API counts at admission, whatever
-  the reply's length).
+  over the window, 1/60 of it allowed ahead); where no header counts tokens, its estimate is replaced by the
+  prompt tokens the API reports and the reply's `max_tokens` reservation (counted at admission).
+- the API's charge per estimated token is learned from its count (capjudge.judges.client.charge), kept here
+  for every process (`charge_samples`, meta `charge_ratio`); a request reserves its estimate (`sent.base`)
+  times it.
 - the API's own count is the authority: when a reply's headers say how much of a limit is used
   (`limit - remaining`) and that is more than this window holds (other clients of the key, another machine,
   a charge above the estimate), the difference is recorded as usage from outside and counted like any
@@ -44,13 +46,23 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from capjudge.judges.client.cache_files import enable_wal
+from capjudge.judges.client.config import JudgeConfig
+from capjudge.judges.client.charge import SAMPLES, charge_sample, clamp_ratio, learned_ratio, reservation
 
 SCHEMA = """
-CREATE TABLE IF NOT EXISTS sent (id INTEGER PRIMARY KEY, at REAL NOT NULL, tokens INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS sent (id INTEGER PRIMARY KEY, at REAL NOT NULL, tokens INTEGER NOT NULL,
+                                 base INTEGER NOT NULL DEFAULT 0);
 CREATE INDEX IF NOT EXISTS sent_at ON sent (at);
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS outside (at REAL NOT NULL, requests INTEGER NOT NULL, tokens INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS charge_samples (at REAL NOT NULL, ratio REAL NOT NULL);
+CREATE INDEX IF NOT EXISTS charge_samples_at ON charge_samples (at);
 """
+# `sent` rows are kept two windows (a reply's charge sample looks one window back from when its request was
+# sent, which may be a reply's latency before now); the admission counts one window. Charge samples are kept
+# ten windows (10 minutes; ~1,200 rows at 2 replies a second), to follow the learned ratio over a run.
+_SENT_KEPT_WINDOWS = 2
+_SAMPLES_KEPT_WINDOWS = 10
 _POLL_MIN = 0.002
 _POLL_MAX = 0.25  # between tries for a free slot
 # How stale this process's view of another process's pause may be. A pause lasts what a Retry-After or an
@@ -73,6 +85,12 @@ def budget_folder(root: Path, endpoint: str, model: str | None) -> Path:
     return root / f"budget-{digest}"
 
 
+def judge_budget_folder(config: JudgeConfig) -> Path:
+    """The budget folder of a judge's configuration: beside its reply cache (else in ~/.cache/capjudge)."""
+    root = Path(config.cache_path).parent if config.cache_path is not None else Path("~/.cache/capjudge").expanduser()
+    return budget_folder(root, config.endpoint_label, config.model)
+
+
 class MachineBudget:
     def __init__(self, folder: Path, limits: Limits):
         self.folder = Path(folder)
@@ -84,8 +102,11 @@ class MachineBudget:
         self._learned_rpm: int | None = None
         self._learned_tpm: int | None = None
         self._pause = _PauseView()
+        # The requests this process sends while it knows no limit, which no window records (see learn).
+        self._unrecorded = _Unrecorded(2 * limits.max_in_flight)
         with self._db() as db:
             db.executescript(SCHEMA)
+            _add_base_column(db)
 
     # -- requests in flight -------------------------------------------------------------------------
     @contextmanager
@@ -134,6 +155,7 @@ class MachineBudget:
             if self.rpm is None and self.tpm is None:
                 wait: int | float = self._pause_remaining()
                 if wait <= 0:
+                    self._unrecorded.sent(time.time(), tokens)
                     return None
             else:
                 wait = self._try_admit(tokens())
@@ -160,15 +182,19 @@ class MachineBudget:
         now = time.time()
         db.execute("BEGIN IMMEDIATE")
         try:
-            db.execute("DELETE FROM sent WHERE at <= ?", (now - window,))
+            db.execute("DELETE FROM sent WHERE at <= ?", (now - _SENT_KEPT_WINDOWS * window,))
             db.execute("DELETE FROM outside WHERE at <= ?", (now - window,))
             paused = db.execute("SELECT value FROM meta WHERE key = 'pause_until'").fetchone()
             if paused is not None and paused[0] > now:
                 db.execute("COMMIT")
                 return float(paused[0] - now)
+            meta = dict(db.execute("SELECT key, value FROM meta WHERE key IN ('tat_requests', 'tat_tokens', 'charge_ratio')"
+                                   ).fetchall())
+            # The API's charge as learned (reserved, in the window and the pacing), the estimate kept beside it.
+            base, tokens = tokens, reservation(tokens, clamp_ratio(meta["charge_ratio"]) if "charge_ratio" in meta else None)
             # (time, requests, tokens), oldest first: this machine's requests and the usage seen from outside.
-            rows = db.execute("SELECT at, 1, tokens FROM sent UNION ALL SELECT at, requests, tokens FROM outside "
-                              "ORDER BY 1").fetchall()
+            rows = db.execute("SELECT at, 1, tokens FROM sent WHERE at > ? UNION ALL SELECT at, requests, tokens "
+                              "FROM outside ORDER BY 1", (now - window,)).fetchall()
             count, used = sum(row[1] for row in rows), sum(row[2] for row in rows)
             wait = 0.0
             if rpm is not None and count + 1 > rpm:
@@ -181,19 +207,18 @@ class MachineBudget:
             # its share of the window; a request may go when that time is at most one 60th of the window
             # (1 s of a minute) ahead of now.
             ahead = self.limits.window / 60
-            tat = dict(db.execute("SELECT key, value FROM meta WHERE key IN ('tat_requests', 'tat_tokens')").fetchall())
             if rpm is not None:
-                wait = max(wait, tat.get("tat_requests", 0.0) - ahead - now)
+                wait = max(wait, meta.get("tat_requests", 0.0) - ahead - now)
             if tpm is not None:
-                wait = max(wait, tat.get("tat_tokens", 0.0) - ahead - now)
+                wait = max(wait, meta.get("tat_tokens", 0.0) - ahead - now)
             if wait > 0:
                 db.execute("COMMIT")
                 return float(wait)
-            ticket = db.execute("INSERT INTO sent (at, tokens) VALUES (?, ?)", (now, tokens)).lastrowid
+            ticket = db.execute("INSERT INTO sent (at, tokens, base) VALUES (?, ?, ?)", (now, tokens, base)).lastrowid
             for key, limit, cost in (("tat_requests", rpm, 1), ("tat_tokens", tpm, tokens)):
                 if limit is not None:
                     db.execute("INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = "
-                               "excluded.value", (key, max(tat.get(key, 0.0), now) + self.limits.window * cost / limit))
+                               "excluded.value", (key, max(meta.get(key, 0.0), now) + self.limits.window * cost / limit))
             db.execute("COMMIT")
             return int(ticket)  # an int is a ticket; a float is how long to wait
         except BaseException:
@@ -220,11 +245,14 @@ class MachineBudget:
             db.execute("ROLLBACK")
             raise
 
-    def reconcile(self, seen_at: float, used_requests: int | None, used_tokens: int | None) -> None:
+    def reconcile(self, seen_at: float, used_requests: int | None, used_tokens: int | None, *,
+                  refused: int | None = None) -> None:
         """Take the API's count as the authority: `used_*` is what a reply's headers say the API has counted
         (`limit - remaining`) when it admitted a request that was sent at `seen_at` or later. Whatever of that
         this window does not hold is usage from outside, recorded now (never before the API counted it) and
-        counted for a whole window.
+        counted for a whole window. `used_tokens` is also a sample of the API's charge per estimated token
+        (see _sample_charge); `refused` is the ticket of a request the API refused (a 429), which it did not
+        charge: its estimate leaves the samples (its reservation stays, as a request that may be retried).
 
         This window is compared from `seen_at - window` on, with every request sent since, even those the
         API had not seen yet: an overcount here only makes the outside share smaller, never a request go
@@ -244,6 +272,10 @@ class MachineBudget:
             extra_tokens = max(0, (used_tokens or 0) - ours_tokens - outside_tokens)
             if extra_requests or extra_tokens:
                 db.execute("INSERT INTO outside (at, requests, tokens) VALUES (?, ?, ?)", (now, extra_requests, extra_tokens))
+            if refused is not None:
+                db.execute("UPDATE sent SET base = 0 WHERE id = ?", (refused,))
+            if used_tokens is not None:
+                self._sample_charge(db, seen_at, used_tokens, now)
             db.execute("COMMIT")
         except BaseException:
             db.execute("ROLLBACK")
@@ -267,11 +299,65 @@ class MachineBudget:
             db.close()
         self._local.db = self._local.own_slot = None
 
+    def _sample_charge(self, db: sqlite3.Connection, seen_at: float, used_tokens: int, now: float) -> None:
+        """One sample of the API's charge per estimated token (capjudge.judges.client.charge): what its window
+        held when it admitted the request sent at `seen_at`, against this machine's estimates of the requests
+        sent in the window up to then; the learned ratio becomes the median of the latest SAMPLES samples. No
+        sample while the API's window may still hold requests no window here recorded (see learn)."""
+        window = self.limits.window
+        db.execute("DELETE FROM charge_samples WHERE at <= ?", (now - _SAMPLES_KEPT_WINDOWS * window,))
+        unrecorded = db.execute("SELECT value FROM meta WHERE key = 'unrecorded_until'").fetchone()
+        if unrecorded is not None and seen_at - window <= unrecorded[0]:
+            return
+        (estimated,) = db.execute("SELECT COALESCE(SUM(base), 0) FROM sent WHERE at > ? AND at <= ?",
+                                  (seen_at - window, seen_at)).fetchone()
+        sample = charge_sample(used_tokens, estimated)
+        if sample is None:
+            return
+        db.execute("INSERT INTO charge_samples (at, ratio) VALUES (?, ?)", (seen_at, sample))
+        latest = db.execute("SELECT ratio FROM charge_samples ORDER BY at DESC, rowid DESC LIMIT ?", (SAMPLES,)).fetchall()
+        self._set_ratio(db, learned_ratio(row[0] for row in latest), seen_at)
+
+    @staticmethod
+    def _set_ratio(db: sqlite3.Connection, ratio: float | None, at: float) -> None:
+        if ratio is not None:
+            db.executemany("INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                           (("charge_ratio", ratio), ("charge_at", at)))
+
     def learn(self, limit_requests: int | None, limit_tokens: int | None) -> None:
-        if limit_requests:
+        """Limits the API's headers name. A limit is positive: a zero or negative one is no limit to pace by."""
+        if limit_requests and limit_requests > 0:
             self._learned_rpm = limit_requests
-        if limit_tokens:
+        if limit_tokens and limit_tokens > 0:
             self._learned_tpm = limit_tokens
+        if self._unrecorded.first is not None and (self.rpm is not None or self.tpm is not None):
+            self._record_unrecorded()
+
+    def _record_unrecorded(self) -> None:
+        """While this process knew no limit, admit recorded nothing, but the API's window holds those
+        requests: the first of them (two rounds of slots: a server that names no limit by then names none)
+        were noted with their estimates and join the window now, as sent when they were. For any beyond, no
+        charge sample is taken until they have left the API's window (meta `unrecorded_until`): it would be
+        too high. Samples another process took meanwhile, without these, are dropped."""
+        noted, first, missed = self._unrecorded.take()
+        if first is None:
+            return
+        db = self._db()
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            db.executemany("INSERT INTO sent (at, tokens, base) VALUES (?, ?, ?)", ((at, n, n) for at, n in noted))
+            if missed is not None:
+                db.execute("INSERT INTO meta (key, value) VALUES ('unrecorded_until', ?) "
+                           "ON CONFLICT(key) DO UPDATE SET value = max(value, excluded.value)", (missed,))
+            db.execute("DELETE FROM charge_samples WHERE at >= ?", (first,))
+            latest = db.execute("SELECT ratio, at FROM charge_samples ORDER BY at DESC, rowid DESC LIMIT ?",
+                                (SAMPLES,)).fetchall()
+            if latest:  # else the ratio stays as it was (too high if those samples set it: slower, never over)
+                self._set_ratio(db, learned_ratio(row[0] for row in latest), latest[0][1])
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
 
     def _db(self) -> sqlite3.Connection:
         db = getattr(self._local, "db", None)
@@ -283,6 +369,48 @@ class MachineBudget:
             db.execute("PRAGMA synchronous=OFF")
             self._local.db = db
         return db
+
+
+def _add_base_column(db: sqlite3.Connection) -> None:
+    """A window file made before issue 40 has no `sent.base`; its rows count as estimates of 0 (no sample
+    learns from them: they leave within a window)."""
+    columns = {row[1] for row in db.execute("PRAGMA table_info(sent)")}
+    if "base" not in columns:
+        try:
+            db.execute("ALTER TABLE sent ADD COLUMN base INTEGER NOT NULL DEFAULT 0")
+        except sqlite3.OperationalError as error:  # another process added it first
+            if "duplicate column" not in str(error):
+                raise
+
+
+class _Unrecorded:
+    """The requests this process sent while it knew no limit: the first `cap` with their estimates (asked
+    only for those: a run against a server that names no limit pays for no more), the time of the first, and
+    of the last one not noted."""
+
+    def __init__(self, cap: int):
+        self.cap = cap
+        self.first: float | None = None
+        self._noted: list[tuple[float, int]] = []
+        self._missed: float | None = None
+        self._lock = threading.Lock()
+
+    def sent(self, at: float, estimate: Callable[[], int]) -> None:
+        tokens = estimate() if len(self._noted) < self.cap else None
+        with self._lock:
+            if self.first is None:
+                self.first = at
+            if tokens is not None and len(self._noted) < self.cap:
+                self._noted.append((at, tokens))
+            else:
+                self._missed = at
+
+    def take(self) -> tuple[list[tuple[float, int]], float | None, float | None]:
+        """(noted, first, last missed), and forget them."""
+        with self._lock:
+            taken = (self._noted, self.first, self._missed)
+            self._noted, self.first, self._missed = [], None, None
+            return taken
 
 
 @dataclass(frozen=True)

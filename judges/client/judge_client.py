@@ -34,12 +34,11 @@ import threading
 import time
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import openai
 
-from capjudge.judges.client.budget import Limits, MachineBudget, budget_folder
+from capjudge.judges.client.budget import Limits, MachineBudget, judge_budget_folder
 from capjudge.judges.client.breaker import JUDGE_UNREACHABLE, CircuitBreaker, JudgeUnreachable
 from capjudge.judges.client.cache import ReplyCache
 from capjudge.judges.client.config import JudgeConfig
@@ -75,11 +74,8 @@ class JudgeClient:
         self._sleep = sleep
         self._slots = threading.BoundedSemaphore(config.max_concurrency)
         # The machine-wide budget every process of the run shares (in-flight slots, RPM/TPM windows, pauses).
-        budget_root = Path(config.cache_path).parent if config.cache_path is not None else Path("~/.cache/capjudge").expanduser()
-        self.budget = MachineBudget(
-            budget_folder(budget_root, config.endpoint_label, config.model),
-            Limits(config.max_concurrency, config.rpm, config.tpm, config.rate_window),
-        )
+        self.budget = MachineBudget(judge_budget_folder(config),
+                                    Limits(config.max_concurrency, config.rpm, config.tpm, config.rate_window))
         self._cache = ReplyCache(config.cache_path) if config.use_cache and config.cache_path else None
         self._usage: dict[str, Usage] = defaultdict(Usage)
         self._cache_hits: dict[str, int] = defaultdict(int)
@@ -280,21 +276,23 @@ class JudgeClient:
         for attempt_number in range(self.config.max_attempts):
             self.breaker.check()
             started = time.monotonic()
-            sent_at = time.time()
+            sent_at, ticket = time.time(), None
             try:
                 with self._slots, self.budget.slot():
                     ticket = self.budget.admit(lambda: tokens().total)
                     sent_at = time.time()
                     reply, limits = self._request_once(body)
-                    if ticket is not None:
-                        # As an API's limiter counts it: the prompt as it counted it, the reply as reserved.
+                    if ticket is not None and limits.used_tokens is None:
+                        # No header counts tokens: the usage is the best figure (where one does, it wins: the
+                        # learned charge, capjudge.judges.client.charge). The prompt as the API counted it, the
+                        # reply as reserved.
                         self.budget.settle(ticket, reply.usage.prompt_tokens + max(tokens().reply, reply.usage.completion_tokens))
                 self._pace(limits, sent_at, lambda: tokens().total)
             except TransportError as error:
                 attempts.append(Attempt(error.outcome, time.monotonic() - started, sample_index, self.redact(error.detail)[:200]))
                 last_error = error
                 if error.outcome == "http_429":
-                    self._after_rate_limited(error, sent_at, lambda: tokens().total)
+                    self._after_rate_limited(error, sent_at, lambda: tokens().total, ticket)
                 if error.unfixable:
                     self.breaker.record_unfixable(self.config.endpoint_label, self.redact(error.detail)[:200])
                     self.breaker.check()
@@ -316,27 +314,29 @@ class JudgeClient:
             last_error.outcome, f"gave up after {self.config.max_attempts} attempts; last: {last_error.detail}"
         )
 
-    def _pace(self, limits: RateLimitState, sent_at: float, tokens: Callable[[], int]) -> None:
+    def _pace(self, limits: RateLimitState, sent_at: float, tokens: Callable[[], int], refused: int | None = None) -> None:
         """Follow the API's rate-limit headers: its limits cap the shared windows (where ours are not lower),
         its count (limit - remaining) is the authority over what the windows hold, and a window it counts
         down without naming its limit pauses every process when exhausted."""
         if not limits.known:
             return
         self.budget.learn(limits.limit_requests, limits.limit_tokens)
-        self.budget.reconcile(sent_at, limits.used_requests, limits.used_tokens)
+        self.budget.reconcile(sent_at, limits.used_requests, limits.used_tokens, refused=refused)
         self.budget.pause_all(limits.wait_before_next(tokens()))
 
-    def _after_rate_limited(self, error: TransportError, sent_at: float, tokens: Callable[[], int]) -> None:
+    def _after_rate_limited(self, error: TransportError, sent_at: float, tokens: Callable[[], int],
+                            ticket: int | None = None) -> None:
         """A 429 that names the limit it hit (OpenAI sends its x-ratelimit-* headers with every 429) is paced
         like any reply's headers: the limit caps the shared window and the API's count is reconciled, so every
         process waits exactly until the window has room. Its Retry-After then holds back only the request
         that met it: servers derive it from `reset`, which may mean "until the window is empty", and holding
         every process that long stalled a run that was a few milliseconds over the limit (0.70 of the token
         limit used instead of 0.92+, issue 29's test on a loaded machine). A 429 that names no limit still
-        pauses every process for its Retry-After: without a limit, the window cannot pace."""
+        pauses every process for its Retry-After: without a limit, the window cannot pace. The refused request
+        (`ticket`) was not charged: it leaves the samples of the API's charge."""
         limits = error.rate_limits
         if limits is not None and (limits.limit_requests or limits.limit_tokens):
-            self._pace(limits, sent_at, tokens)
+            self._pace(limits, sent_at, tokens, ticket)
         elif error.retry_after:
             self.budget.pause_all(min(error.retry_after, self.config.backoff_max))
 

@@ -32,6 +32,8 @@ LOW_DETAIL_TOKENS = 85
 TILE_TOKENS = 170
 TILE = 512
 
+MAX_HEADER_COUNT = 2**53  # the largest count a rate-limit header may carry (far above any API's limits)
+
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
 
 
@@ -43,9 +45,13 @@ def parse_duration(text: str) -> float:
     """"6m0s" -> 360.0, "20ms" -> 0.02, "1.5" -> 1.5 (plain seconds)."""
     text = text.strip()
     try:
-        return float(text)
+        seconds = float(text)
     except ValueError:
         pass
+    else:
+        if not math.isfinite(seconds):  # "nan", "inf": no wait can be read from them
+            raise RateLimitHeaderError(f"not a duration: {text!r}")
+        return seconds
     position, seconds = 0, 0.0
     for match in _DURATION_PART.finditer(text):
         if match.start() != position:
@@ -112,9 +118,14 @@ def read_rate_limit_headers(headers: Mapping[str, str]) -> RateLimitState:
         if value is None:
             return None
         try:
-            return int(float(value))
+            number = float(value)
         except ValueError:
             raise RateLimitHeaderError(f"{name}: not a number: {value!r}") from None
+        # "nan", "inf" and counts beyond any API's limits (2^53 tokens) are no count at all: pacing on them
+        # would be pacing on noise (and SQLite stores no integer past 2^63).
+        if not math.isfinite(number) or abs(number) > MAX_HEADER_COUNT:
+            raise RateLimitHeaderError(f"{name}: not a plausible count: {value!r}")
+        return int(number)
 
     def duration(name: str) -> float | None:
         value = lowered.get(name)

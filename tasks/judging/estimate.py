@@ -146,6 +146,32 @@ def price_items(task: Any, name: str, total: int, counted: Sequence[tuple[Mappin
     return CostEstimate(name, total, requests, round(text), round(images), output, priced(prices), members)
 
 
+def learned_charge_line() -> str | None:
+    """What the judge's budget folder has learned of the API's charge per request (earlier runs, from its
+    rate-limit headers: capjudge.judges.client.charge), as a line; None when it holds nothing learned or no judge
+    is configured. The budget folder is the one a run would use (beside CAPJUDGE_CACHE, per endpoint and model);
+    nothing is made, nothing sent, and no key is read (the one given here only passes the check that a run has
+    one). An unreadable window file is a BudgetFileError naming it."""
+    import time
+
+    from capjudge.judges.client.budget import judge_budget_folder
+    from capjudge.judges.client.charge import read_learned_charge
+    from capjudge.judges.client.config import ConfigError, JudgeConfig
+
+    try:
+        config = JudgeConfig.from_env(api_key="not-read-by-estimate")
+    except ConfigError:
+        return None
+    folder = judge_budget_folder(config)
+    learned = read_learned_charge(folder)
+    if learned is None:
+        return None
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(learned.at)) if learned.at > 0 else "unknown"
+    return (f"learned charge ({config.endpoint_label}, {config.model or 'no model named'}): the API's rate limiter "
+            f"counted {learned.ratio:.2f}x capjudge's token estimate per request ({learned.samples} replies kept, "
+            f"the latest at {when}; {folder})")
+
+
 def _stand_in_caption(doc: Mapping[str, Any]) -> str:
     for field in ("candidate", "reference"):
         if isinstance(doc.get(field), str) and doc[field].strip():

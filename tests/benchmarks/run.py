@@ -714,6 +714,76 @@ def tokens_from_headers() -> Section:
     return section
 
 
+@benchmark("learned_charge")
+def learned_charge() -> Section:
+    """Issue 40: token-limited judging (no CAPJUDGE_TPM) against a server whose limiter charges 30% below or
+    30% above capjudge's own estimate, with and without max_tokens in the request (without: the server
+    reserves 300 for the reply where capjudge reserves 512), 1 and 2 processes, both reset meanings."""
+    import json
+    import subprocess
+
+    from harness_runs import TEXT_JUDGE_SCRIPT
+    from openai_server import limiter_charge_of
+
+    from capjudge.judges.client.charge import read_learned_charge
+    from capjudge.judges.client.rate_limits import estimate_tokens
+
+    window, requests_per_window, words, max_tokens, server_reply = 60.0, 119, 200, 800, 300
+    section = Section(f"Learned charge: the API charges 0.7x or 1.3x capjudge's estimate; {requests_per_window} "
+                      f"requests' worth of tokens per {window:.0f} s window, no CAPJUDGE_TPM")
+    for target in (0.7, 1.3):
+        for reply in (max_tokens, 0):
+            for processes in (1, 2):
+                for meaning in ("oldest", "empty"):
+                    name = (f"charge_{target:g}x_{'max_tokens' if reply else 'no_max_tokens'}_{meaning}_"
+                            f"{processes}_process{'es' if processes > 1 else ''}")
+                    # The server's scale that makes its charge `target` times capjudge's estimate of these requests.
+                    request = ChatRequest(parts=("item 10000: judge this caption " + "word " * words,),
+                                          params={"max_tokens": reply} if reply else {})
+                    body = request.body("test-judge")
+                    estimate = estimate_tokens(request).total
+                    scale = target * estimate / limiter_charge_of(body, "openai", 1.0, server_reply)
+                    per_request = limiter_charge_of(body, "openai", scale, server_reply)
+                    limit = per_request * requests_per_window
+                    flags = ("--charge", "openai", "--reset-meaning", meaning, "--rate-window", str(window),
+                             "--tpm", str(limit), "--charge-scale", repr(scale), "--default-reply-charge", str(server_reply))
+                    with tempfile.TemporaryDirectory() as tmp, ServerProcess(*flags, latency=0.2) as server:
+                        env = {**os.environ, "OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "bench",
+                               "CAPJUDGE_CACHE": str(Path(tmp) / "cache" / "cache.sqlite"), "CAPJUDGE_MAX_CONCURRENCY": "16"}
+                        count = int(2.3 * requests_per_window / processes)
+                        started = time.perf_counter()
+                        children = [subprocess.Popen([sys.executable, "-c", TEXT_JUDGE_SCRIPT, str(count), str(10000 * (k + 1)),
+                                                      str(words), str(reply)], env=env, stdout=subprocess.PIPE, text=True)
+                                    for k in range(processes)]
+                        judged = sum(json.loads(child.communicate()[0].strip().splitlines()[-1])["judged"] for child in children)
+                        elapsed = time.perf_counter() - started
+                        stats = server.stats()
+                        (folder,) = (Path(tmp) / "cache").glob("budget-*")
+                        learned = read_learned_charge(folder)
+                    charged = sorted(tuple(entry) for entry in stats["charged"])
+                    sent = sorted(charged + [tuple(entry) for entry in stats["refused"]])
+                    start = charged[0][0]
+                    steady = sum(tokens for at, tokens in charged if start + window <= at < start + 2 * window) / limit
+                    busiest = max(sum(t for b, t in sent if a <= b < a + window) for a, _ in sent) / limit
+                    section.figures += [
+                        Figure(f"{name}_judged", judged, "items", f"{elapsed:.0f} s; {per_request} tokens charged a request, "
+                                                                  f"{estimate} estimated; limit {limit}"),
+                        Figure(f"{name}_learned_vs_charge", (learned.ratio if learned else float("nan")) / target, "ratio",
+                               "learned charge ratio / the server's; target 1"),
+                        Figure(f"{name}_second_window_vs_token_limit", steady, "ratio", "steady state; target >= 0.95"),
+                        Figure(f"{name}_busiest_window_sent_vs_token_limit", busiest, "ratio",
+                               f"429s included; at most 1 + {1 / requests_per_window:.4f} (one request)"),
+                        Figure(f"{name}_429_share", stats["rate_limited"] / max(1, stats["requests"]), "ratio", "target <= 0.01"),
+                    ]
+    section.text = ("`tests/openai_server.py --tpm N --rate-window 60 --charge openai --charge-scale S --default-reply-charge 300 "
+                    "--reset-meaning oldest|empty`, latency 0.2 s: the limiter charges S x (the prompt at 4 characters a token + "
+                    "max_tokens, or 300 without), S set so that this is 0.7x or 1.3x capjudge's estimate (prompt + max_tokens, or "
+                    "+ 512 without); the usage reported is unscaled. 1 or 2 `python -c` judges sharing one budget, no limit given: "
+                    "they learn the limit and the charge ratio from the headers (capjudge.judges.client.charge). Steady state = "
+                    "tokens charged in the second window over the limit; busiest = the most sent (charged or refused) in any 60 s.")
+    return section
+
+
 def write_markdown(sections: list[Section], path: Path, command: str) -> None:
     lines = [
         "# capjudge benchmarks",

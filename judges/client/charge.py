@@ -1,0 +1,133 @@
+"""The API's own charge per request, learned from its rate-limit headers (issue 40).
+
+capjudge reserves tokens for a request before it is sent by its own estimate (capjudge.judges.client.rate_limits:
+4 characters a token, OpenAI's image tiles, the reply's `max_tokens` or 512). The API's limiter charges by its
+own rule, which differs by its tokenizer, by the reply reservation it makes for a request without `max_tokens`
+(its choice, not ours) and by its image handling: reserving the estimate under-used the limit by that error when
+the API charged less (0.84 of the limit at a charge 16% under the estimate) and met 429s when it charged more.
+
+What the API charged is in its headers: `limit - remaining` of `x-ratelimit-*-tokens` is what its window holds
+when it admits a request. Divided by the estimates this machine sent in the same window (every process's, from
+the shared budget), that is the API's charge per estimated token: the *charge ratio*. The budget reserves the
+estimate times the learned ratio, so the window holds what the API holds, in both directions.
+
+Why window totals and a median, not the change of `remaining` from one reply to the next: a reply's
+`remaining` counts every request the API admitted before it, from every thread and process, in the order they
+arrived there, and less what left its window meanwhile; the difference between two replies mixes requests in
+flight, replies out of order and expiries, and is as often negative as not. A window's total against the
+window's estimates needs no order: both sides count the same requests (sent up to this request, for one
+window back). One sample can still be off (a request sent just before this one that arrived after it, a
+window edge a few milliseconds apart), so the ratio used is the median of the last SAMPLES samples (or of the
+last FAST, where higher: a rise is followed sooner than a fall, see learned_ratio): robust to a few bad ones.
+A sample is a whole window's average, so a change of the API's charge per estimated token is followed within
+one window of it (and the few replies the median spans); meanwhile the API's count stays the authority over
+the window (MachineBudget.reconcile), but the requests sent are reserved at the ratio not yet learned, so a
+sharp rise costs a few 429s (0.7x to 1.3x: 3-4 in tests/test_learned_charge.py). A change of the requests
+(longer prompts) is followed at once: the estimate follows it. Usage from another machine on the same key
+also counts in `limit - remaining` and so in the ratio: this machine then reserves its share of it, which
+keeps the window under the limit as the outside accounting of reconcile does.
+
+The reply's `usage` is a second signal, and the headers win where the API sends them: `usage` is what is billed
+(the tokenizer's count of the prompt, the reply's length), not what the limiter charged (OpenAI's limiter counts
+at admission, by its own estimate and `max_tokens`). `usage` corrects a reservation only where no header counts
+tokens (a configured CAPJUDGE_TPM against a server that sends none; MachineBudget.settle).
+
+Hostile or broken headers cannot make the ratio 0, negative or unbounded: a sample is taken only from a
+positive count against positive estimates, and every sample and the ratio are clamped to
+[RATIO_MIN, RATIO_MAX]. Beyond that range the reservation stays at the bound and reconcile's outside
+accounting (the API's count is the authority) still keeps the window under the limit; only throughput is lost.
+"""
+
+from __future__ import annotations
+
+import math
+import sqlite3
+import statistics
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+RATIO_MIN = 0.25  # the API charges at least a quarter of capjudge's estimate...
+RATIO_MAX = 4.0  # ...and at most four times it: wider than any tokenizer's or reply reservation's error
+SAMPLES = 7  # replies the median spans
+FAST = 3  # the latest replies whose median, where higher, is followed at once (see learned_ratio)
+
+
+def clamp_ratio(value: float) -> float | None:
+    """`value` within [RATIO_MIN, RATIO_MAX]; None for a value that is no ratio at all (NaN)."""
+    if math.isnan(value):
+        return None
+    return min(RATIO_MAX, max(RATIO_MIN, value))
+
+
+def charge_sample(used_tokens: int | None, estimated_tokens: float) -> float | None:
+    """One reply's view of the charge ratio: the tokens the API's window holds against this machine's estimates
+    of the requests in it. None when either is not a positive count: a window the API says is empty while this
+    machine has a request in it (the request itself) is a header not to learn from."""
+    if used_tokens is None or used_tokens <= 0 or not estimated_tokens > 0 or math.isinf(estimated_tokens):
+        return None
+    return clamp_ratio(used_tokens / estimated_tokens)
+
+
+def learned_ratio(latest_first: Iterable[float]) -> float | None:
+    """The ratio to reserve by, from the latest samples, the latest first (the caller selects SAMPLES of them):
+    their median, or the median of the latest FAST of them where that is higher. A rise of the charge is
+    followed a reply or two after the samples show it (a reservation too low meets 429s), a fall over
+    half the median's span (a reservation too high only leaves some of the limit unused); a single sample out
+    of line moves neither. Clamped; None without a sample."""
+    usable = [sample for sample in latest_first if not math.isnan(sample)]
+    if not usable:
+        return None
+    return clamp_ratio(max(statistics.median(usable), statistics.median(usable[:FAST])))
+
+
+def reservation(estimate: int, ratio: float | None) -> int:
+    """The tokens to reserve for a request of `estimate` tokens at the learned ratio (the estimate itself while
+    none is learned)."""
+    if ratio is None or estimate <= 0:
+        return estimate
+    return max(1, math.ceil(estimate * ratio))
+
+
+@dataclass(frozen=True)
+class LearnedCharge:
+    """The charge ratio a budget folder holds (read_learned_charge)."""
+
+    ratio: float  # the API's charge per token of capjudge's estimate
+    samples: int  # replies it was learned from (those still kept: the last ten windows')
+    at: float  # time.time() of the latest sample
+
+    def describe(self) -> str:
+        direction = "above" if self.ratio > 1 else "below" if self.ratio < 1 else "at"
+        percent = abs(self.ratio - 1) * 100
+        return (f"the API charged {self.ratio:.2f}x capjudge's token estimate per request ({percent:.0f}% {direction} it; "
+                f"learned from its rate-limit headers, median of the latest replies; {self.samples} kept)")
+
+
+class BudgetFileError(ValueError):
+    """A budget folder's window file that cannot be read; names the file and the problem."""
+
+
+def read_learned_charge(folder: Path) -> LearnedCharge | None:
+    """The charge ratio a budget folder holds (clamped to the range capjudge.judges.client.charge states), or
+    None when it holds none. Read only: a folder or file that is not there is not made."""
+    path = Path(folder) / "window.sqlite"
+    if not path.is_file():
+        return None
+    try:
+        db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=10.0)
+        try:
+            tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            if not {"meta", "charge_samples"} <= tables:
+                return None  # a window file from before issue 40, or one that learned nothing yet
+            meta = dict(db.execute("SELECT key, value FROM meta WHERE key IN ('charge_ratio', 'charge_at')").fetchall())
+            (samples,) = db.execute("SELECT COUNT(*) FROM charge_samples").fetchone()
+        finally:
+            db.close()
+    except sqlite3.Error as error:
+        raise BudgetFileError(f"budget file {path}: {error}") from None
+    ratio = meta.get("charge_ratio")
+    if not isinstance(ratio, (int, float)) or clamp_ratio(float(ratio)) is None:
+        return None
+    at = meta.get("charge_at")
+    return LearnedCharge(clamp_ratio(float(ratio)), int(samples), float(at) if isinstance(at, (int, float)) else 0.0)  # type: ignore[arg-type]
