@@ -42,6 +42,7 @@ from capjudge.metrics.statistics.correlation import (
     scipy_coefficient,
 )
 from capjudge.judges.datasets.vatex_eval import ANNOTATORS
+from capjudge.metrics.statistics.value_ci import ValueCI
 
 EMSCORE = "emscore_per_annotator"
 GVEVAL_POOLED = "gveval_pooled"
@@ -72,6 +73,10 @@ class ProtocolStatistic:
     per_annotator: tuple[float, ...] = ()  # the 3 values averaged into `value` (per-annotator protocols only)
     n_resamples: int = 0  # resamples where the coefficient was defined
     n_undefined_resamples: int = 0
+
+    @property
+    def value_ci(self) -> ValueCI:
+        return ValueCI(self.value, self.ci_low, self.ci_high)
 
 
 @dataclass(frozen=True)

@@ -50,6 +50,7 @@ from capjudge.judges.datasets.vatex_eval import VatexCandidate, clip_ids, item_i
 from capjudge.metrics.human_correlation.vatex_published import PublishedFigure, published_figures, published_to_table
 from capjudge.metrics.human_correlation.vatex_protocols import (
     ProtocolResult,
+    ProtocolStatistic,
     VatexProtocolError,
     clustered_design,
     emscore_protocol,
@@ -59,6 +60,7 @@ from capjudge.metrics.human_correlation.vatex_protocols import (
 )
 from capjudge.metrics.statistics.correlation import BootstrapSettings
 from capjudge.metrics.statistics.length_bias import ExcessLengthBias, LengthBiasError, excess_length_bias
+from capjudge.metrics.statistics.value_ci import ValueCI
 
 DEFAULT_METRIC = "gveval_mean"
 LENGTH_SCORER = "caption length (words)"
@@ -357,17 +359,18 @@ def report_to_table(report: VatexReport) -> str:
 
 
 def _length_bias_lines(bias: ExcessLengthBias) -> list[str]:
-    def slope(value: float, interval: Any) -> str:
-        return f"{value:+.3f}" + (f" [{interval.low:+.3f}, {interval.high:+.3f}]" if interval is not None else "")
+    def slope(figure: ValueCI) -> str:
+        with_ci = figure.ci_low is not None and figure.ci_high is not None
+        return f"{figure.value:+.3f}" + (f" [{figure.ci_low:+.3f}, {figure.ci_high:+.3f}]" if with_ci else "")
 
-    low = bias.interval.low if bias.interval is not None else None
-    verdict = ("the scorer rewards length beyond the raters" if low is not None and low > 0 else
-               "no excess length bias shown" if bias.interval is not None else "no interval (no resamples)")
+    excess = bias.value_ci
+    verdict = ("the scorer rewards length beyond the raters" if excess.ci_low is not None and excess.ci_low > 0 else
+               "no excess length bias shown" if excess.ci_low is not None else "no interval (no resamples)")
     return [
         "Length bias (within-clip slope on standardised log words; scores in SD units; "
         f"{bias.judge.n_candidates:,} candidates, {bias.judge.n_clusters:,} clips):",
-        f"  scorer {slope(bias.judge.slope, bias.judge.interval)}   humans (mean rating) "
-        f"{slope(bias.human.slope, bias.human.interval)}   excess {slope(bias.excess, bias.interval)}: {verdict}",
+        f"  scorer {slope(bias.judge.value_ci)}   humans (mean rating) {slope(bias.human.value_ci)}   "
+        f"excess {slope(excess)}: {verdict}",
     ]
 
 
@@ -398,9 +401,10 @@ def _aligned(header: list[str], rows: list[list[str]]) -> list[str]:
     ]
 
 
-def _cell(statistic: Any) -> str:
-    value = f"{100 * statistic.value:.1f}"
-    if statistic.ci_low is None or statistic.ci_high is None:
+def _cell(statistic: ProtocolStatistic) -> str:
+    figure = statistic.value_ci
+    value = f"{100 * figure.value:.1f}"
+    if figure.ci_low is None or figure.ci_high is None:
         return value
-    return f"{value} [{100 * statistic.ci_low:.1f}, {100 * statistic.ci_high:.1f}]"
+    return f"{value} [{100 * figure.ci_low:.1f}, {100 * figure.ci_high:.1f}]"
 

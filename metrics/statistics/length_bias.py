@@ -23,6 +23,7 @@ import numpy as np
 
 from capjudge.metrics.statistics.bootstrap import BootstrapDistribution, Interval, percentile_interval
 from capjudge.metrics.statistics.clusters import ClusterError, Clusters
+from capjudge.metrics.statistics.value_ci import ValueCI
 
 DEFAULT_RESAMPLES = 1000
 
@@ -41,6 +42,10 @@ class LengthSlope:
     n_clusters: int
     n_undefined: int  # resamples whose clips had no length variation within any clip
 
+    @property
+    def value_ci(self) -> ValueCI:
+        return _value_ci(self.slope, self.interval)
+
 
 @dataclass(frozen=True)
 class ExcessLengthBias:
@@ -51,6 +56,15 @@ class ExcessLengthBias:
     excess: float
     interval: Interval | None
     n_undefined: int
+
+    @property
+    def value_ci(self) -> ValueCI:
+        """The excess with its paired interval."""
+        return _value_ci(self.excess, self.interval)
+
+
+def _value_ci(value: float, interval: Interval | None) -> ValueCI:
+    return ValueCI(value, *((interval.low, interval.high) if interval is not None else (None, None)))
 
 
 def standardised_log_length(

@@ -2,7 +2,8 @@
 
 Whoever computed the figure (a coefficient with its bootstrap, a run's aggregate read back from its results,
 a leaderboard mean), a reader that shows or compares a value and its interval takes this type. Richer results
-(`Coefficient`, `AlphaResult`, `Estimate`) keep their other facts and give this view as `value_ci`. The
+(`Coefficient`, `AlphaResult`, `Estimate`, VATEX-EVAL's `ProtocolStatistic`, length bias's `LengthSlope` and
+`ExcessLengthBias`) keep their other facts and give this view as `value_ci`. The
 interval alone, with how it was made, is `capjudge.metrics.statistics.bootstrap.Interval`.
 """
 
