@@ -82,14 +82,15 @@ test: setup
 	$(PY) -m pytest tests -n $(TEST_WORKERS) --dist worksteal --durations=15
 	$(MAKE) test-min
 
+# On TEST_WORKERS processes too: about half of it waits on test servers and pacing windows.
 test-min: $(MIN_VENV)/.installed
-	$(MIN_PY) -m pytest -q -p no:cacheprovider $(MIN_TESTS:%=tests/%.py)
+	$(MIN_PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) $(MIN_TESTS:%=tests/%.py)
 
-$(MIN_VENV)/.installed: pyproject.toml .setup/lowest_requirements.py
+$(MIN_VENV)/.installed: pyproject.toml .setup/lowest_requirements.py Makefile
 	@test -x $(MIN_PY) || $(PYTHON) -m venv $(MIN_VENV)
 	$(MIN_PY) -m pip --disable-pip-version-check install -q --upgrade pip packaging
 	$(MIN_PY) .setup/lowest_requirements.py pyproject.toml > $(MIN_VENV)/lowest.txt
-	$(MIN_PY) -m pip --disable-pip-version-check install -q -r $(MIN_VENV)/lowest.txt 'pytest>=8' 'pytest-timeout>=2.3'
+	$(MIN_PY) -m pip --disable-pip-version-check install -q -r $(MIN_VENV)/lowest.txt 'pytest>=8' 'pytest-timeout>=2.3' 'pytest-xdist>=3.5'
 	$(MIN_PY) -m pip --disable-pip-version-check install -q --no-deps -e .
 	$(MIN_PY) -c "import capjudge.judges, capjudge.metrics; print(open('$(MIN_VENV)/lowest.txt').read())"
 	@touch $@

@@ -25,11 +25,12 @@ from openai_server import OpenAITestServer  # noqa: E402
 # Order only: a file missing here runs as before, and a stale list costs time, never a result.
 LONGEST_FIRST = (
     "test_installed_package.py", "test_demo_pipeline.py", "test_multi_process.py", "test_judge_panel.py",
-    "test_budget.py", "test_judge_stage.py", "test_vatex_baselines.py", "test_correlate_cli.py",
+    "test_budget.py", "test_learned_charge.py", "test_leaderboard_length.py", "test_judge_stage.py", "test_vatex_baselines.py", "test_correlate_cli.py",
     "test_gveval_task.py", "test_vatex_cli.py", "test_warm_launch.py", "test_judge_noise.py",
     "test_reliability_interrupted.py", "test_leaderboard_noise.py", "test_local_server.py", "test_item_report.py",
     "test_reliability_faults.py", "test_leaderboard_panel.py", "test_batch_stage.py", "test_correlation_plots.py",
-    "test_prejudge.py", "test_item_report_panel.py",
+    "test_prejudge.py", "test_item_report_panel.py", "test_sensitivity_cli.py", "test_batch_panel.py",
+    "test_hostile_sensitivity.py",
 )
 
 
