@@ -224,7 +224,7 @@ def test_the_dry_run_states_the_judgments_and_prices_them_without_a_request(tmp_
         assert server.log == [] and server.preflights == []
     assert done.returncode == 0, done.stderr[-3000:]
     assert "sensitivity: 10 items x (1 original + 2 perturbations) = 30 judgments; 30 to ask" in done.stdout
-    assert "30 requests expected" in done.stdout and "cost: $" in done.stdout
+    assert f"task {TASK} (sensitivity): 30 judgments, 30 requests expected" in done.stdout and "cost: $" in done.stdout
 
 
 def test_a_panel_is_reported_as_the_panel_and_each_member(tmp_path, world):

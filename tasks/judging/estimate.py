@@ -70,12 +70,13 @@ class CostEstimate:
     output_tokens: float
     cost: float | None  # per judge (with a panel: at the --price-* prices, when given)
     members: tuple[MemberCost, ...] = ()  # with a panel (CAPJUDGE_PANEL): every member asks every request
+    unit: str = "items"  # what `items` counts: a task's items, or a sensitivity run's judgments
 
     def lines(self) -> list[str]:
         cost = f"${self.cost:,.2f}" if self.cost is not None else "(give --price-input and --price-output)"
         per = " per judge" if self.members else ""
         lines = [
-            f"task {self.task}: {self.items} items, {self.requests:,.0f} requests expected{per}",
+            f"task {self.task}: {self.items} {self.unit}, {self.requests:,.0f} requests expected{per}",
             f"  input tokens:  {self.text_tokens + self.image_tokens:,} ({self.text_tokens:,} text + {self.image_tokens:,} images){per}",
             f"  output tokens: {self.output_tokens:,.0f} expected{per}",
         ]
@@ -114,7 +115,8 @@ def estimate_task(task_name: str, include_path: Path, run: Path | None, captions
 
 def price_items(task: Any, name: str, total: int, counted: Sequence[tuple[Mapping[str, Any], str]], *,
                 reask_rate: float, output_tokens: float, prices: tuple[float, float] | None,
-                priced_members: Sequence[tuple[str, str, tuple[float, float] | None]]) -> CostEstimate:
+                priced_members: Sequence[tuple[str, str, tuple[float, float] | None]],
+                unit: str = "items") -> CostEstimate:
     """Build `counted` items' requests with the task's own per-item function against the counting client, scale
     the counts to `total` items, and price them (each panel member from `priced_members` on its own line)."""
     from capjudge.judges.client.config import configured_model
@@ -143,7 +145,7 @@ def price_items(task: Any, name: str, total: int, counted: Sequence[tuple[Mappin
         MemberCost(member, model, priced(own or prices),
                    "the panel file" if own else "--price-input/--price-output" if prices else "")
         for member, model, own in priced_members)
-    return CostEstimate(name, total, requests, round(text), round(images), output, priced(prices), members)
+    return CostEstimate(name, total, requests, round(text), round(images), output, priced(prices), members, unit)
 
 
 def learned_charge_line() -> str | None:

@@ -39,5 +39,5 @@ def price_planned(task: Any, planned: Sequence[PlannedItem], perturbations: int,
     task; `priced_members`: the task's `who_judges().priced_members()`, read where no key is needed."""
     asked = judgments_to_ask(planned)
     cost = price_items(task, f"{task.config.task} (sensitivity)", len(asked), asked, reask_rate=0.0,
-                       output_tokens=output_tokens, prices=prices, priced_members=priced_members)
+                       output_tokens=output_tokens, prices=prices, priced_members=priced_members, unit="judgments")
     return SensitivityEstimate(len(planned), perturbations, len(asked), cost)
