@@ -55,9 +55,9 @@ class WhoJudges:
     item become its metrics. Built by `who_judges`; the members' configurations only when first needed (the
     aggregations need the names alone, and a run that only counts requests needs no endpoint or key)."""
 
-    def __init__(self, settings: Any, descriptor: JudgeDescriptor):
+    def __init__(self, settings: Any):
         self.settings = settings
-        self.descriptor = descriptor
+        self.descriptor: JudgeDescriptor = settings.descriptor  # the judge's, as its settings name it
 
     @cached_property
     def members(self) -> tuple[Member, ...]:
@@ -149,8 +149,8 @@ class PanelOfJudges(WhoJudges):
     panel's score is the judge's own combination of the members' results with a quorum, and the run also logs
     each member's metrics and the members' agreement (capjudge.tasks.judged.panel_judging)."""
 
-    def __init__(self, settings: Any, descriptor: JudgeDescriptor, panel: Panel):
-        super().__init__(settings, descriptor)
+    def __init__(self, settings: Any, panel: Panel):
+        super().__init__(settings)
         self.panel = panel
 
     @cached_property
@@ -210,5 +210,5 @@ def who_judges(settings: Any, metadata: Mapping[str, Any] | None, *, configs: bo
     without their keys, endpoints or caches, and `members` must not be asked for."""
     panel = configured_panel(metadata or {}, configs=configs)
     if panel is None:
-        return OneJudge(settings, settings.descriptor)
-    return PanelOfJudges(settings, settings.descriptor, panel)
+        return OneJudge(settings)
+    return PanelOfJudges(settings, panel)
