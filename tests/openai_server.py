@@ -46,6 +46,7 @@ class Fault:
     retry_after: float | None = None
     hang_seconds: float = 30.0
     headers: tuple[tuple[str, str], ...] = ()  # (name, value) sent with a 429/500/503/400 (e.g. x-ratelimit-*)
+    message: str | None = None  # the error's message (default "injected <kind>")
 
 
 Answer = Reply | Fault
@@ -333,6 +334,10 @@ class OpenAITestServer:
         # plus the reply's reservation: `max_tokens`, else `default_reply_charge`). The defaults charge as before.
         self.charge_scale = 1.0
         self.default_reply_charge = 0
+        # (n, scale): once n judgments have been charged, the limiter charges `scale` instead (a sudden change
+        # of the API's charge mid-run, as when its reply reservation or tokenizer changes).
+        self.charge_change: tuple[int, float] | None = None
+        self.refusal_wording = "openai"  # or "plain": a 429 whose message names no counts
         self._window: deque[tuple[float, int]] = deque()
         self.charged: list[tuple[float, int]] = []  # (time, tokens) of every judgment the limits admitted
         self.refused: list[tuple[float, int]] = []  # (time, tokens it would have been charged) of every 429
@@ -371,6 +376,8 @@ class OpenAITestServer:
             self.reset_meaning = "oldest"
             self.charge_scale = 1.0
             self.default_reply_charge = 0
+            self.charge_change = None
+            self.refusal_wording = "openai"
             self._window.clear()
             self.charged.clear()
             self.refused.clear()
@@ -412,10 +419,16 @@ class OpenAITestServer:
                 return self.scripted.popleft()
         return self.responder(body)
 
-    def _rate_check(self, body: dict[str, Any]) -> tuple[bool, dict[str, str]]:
-        """Whether this judgment fits the rate limits (and is counted if so), and the headers to send."""
+    def _rate_check(self, body: dict[str, Any]) -> tuple[bool, dict[str, str], str]:
+        """Whether this judgment fits the rate limits (and is counted if so), the headers to send, and a 429's
+        message: OpenAI's own wording, which names the limit, what its window holds and what the refused
+        request would have been charged ("... on tokens per min (TPM): Limit 30000, Used 29937, Requested 385.
+        Please try again in 644ms."), or a bare one (`refusal_wording` "plain", like servers that say less)."""
         if self.rpm_limit is None and self.tpm_limit is None:
-            return True, {}
+            return True, {}, ""
+        with self._lock:
+            if self.charge_change is not None and len(self.charged) >= self.charge_change[0]:
+                self.charge_scale, self.charge_change = self.charge_change[1], None
         tokens = self.limiter_charge(body)
         with self._lock:
             now = time.time()
@@ -433,6 +446,14 @@ class OpenAITestServer:
                 self.refused.append((now, tokens))
             entry = (self._window[0] if self.reset_meaning == "oldest" else self._window[-1]) if self._window else None
             reset = max(0.0, entry[0] + self.rate_window - now) if entry else 0.0
+            over_tokens = self.tpm_limit is not None and used + tokens > self.tpm_limit
+        message = ""
+        if not fits:
+            kind = ("tokens per min (TPM)", self.tpm_limit, used, tokens) if over_tokens else \
+                   ("requests per min (RPM)", self.rpm_limit, count, 1)
+            message = "Rate limit reached" if self.refusal_wording == "plain" else (
+                f"Rate limit reached for test-judge in organization org-test on {kind[0]}: Limit {kind[1]}, Used {kind[2]}, "
+                f"Requested {kind[3]}. Please try again in {max(reset, 0.01):.3f}s.")
         headers = {}
         if self.rpm_limit is not None:
             headers.update({"x-ratelimit-limit-requests": str(self.rpm_limit),
@@ -444,7 +465,7 @@ class OpenAITestServer:
                             "x-ratelimit-reset-tokens": f"{reset:.3f}s"})
         if not fits:
             headers["retry-after"] = f"{max(reset, 0.01):.3f}"
-        return fits, headers
+        return fits, headers, message
 
     def _answer_batch_line(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         answer = self._next_answer(body)
@@ -551,10 +572,11 @@ class OpenAITestServer:
                     server.in_flight += 1
                     server.max_in_flight = max(server.max_in_flight, server.in_flight)
                 try:
-                    fits, rate_headers = server._rate_check(body)
+                    fits, rate_headers, message = server._rate_check(body)
                     if not fits:
                         entry.answer = "429"
-                        self._send_json(429, {"error": {"message": "Rate limit reached", "type": "requests"}}, rate_headers)
+                        self._send_json(429, {"error": {"message": message, "type": "tokens" if "TPM" in message else "requests",
+                                                        "code": "rate_limit_exceeded"}}, rate_headers)
                         return
                     if server.latency:
                         time.sleep(server.latency)
@@ -576,7 +598,7 @@ class OpenAITestServer:
                     headers = dict(fault.headers)
                     if fault.retry_after is not None:
                         headers["retry-after"] = f"{fault.retry_after:g}"
-                    self._send_json(int(fault.kind), {"error": {"message": f"injected {fault.kind}"}}, headers)
+                    self._send_json(int(fault.kind), {"error": {"message": fault.message or f"injected {fault.kind}"}}, headers)
                 elif fault.kind == "hang":
                     server._stop_hangs.wait(fault.hang_seconds)
                     self.close_connection = True
@@ -720,6 +742,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="x-ratelimit-reset-*: until the oldest entry leaves the window, or until it is empty")
     parser.add_argument("--charge-scale", type=float, default=1.0,
                         help="the rate limiter charges this times its count (usage reports the count unscaled)")
+    parser.add_argument("--charge-change", metavar="N:SCALE",
+                        help="once N judgments have been charged, the rate limiter charges SCALE instead of --charge-scale")
+    parser.add_argument("--plain-429", action="store_true",
+                        help="a 429's message names no counts (OpenAI's names the limit, what is used and what was requested)")
     parser.add_argument("--default-reply-charge", type=int, default=0,
                         help="tokens the rate limiter reserves for a reply when the request gives no max_tokens")
     parser.add_argument("--log", help="write the request log (JSON lines, bodies without images) here on exit")
@@ -730,6 +756,10 @@ def main(argv: list[str] | None = None) -> int:
     server.rpm_limit, server.tpm_limit, server.rate_window = args.rpm, args.tpm, args.rate_window
     server.token_charge, server.reset_meaning = args.charge, args.reset_meaning
     server.charge_scale, server.default_reply_charge = args.charge_scale, args.default_reply_charge
+    if args.charge_change:
+        after, scale = args.charge_change.split(":")
+        server.charge_change = (int(after), float(scale))
+    server.refusal_wording = "plain" if args.plain_429 else "openai"
     server.start()
     print(f"READY {server.base_url}", flush=True)
     try:

@@ -47,7 +47,13 @@ from pathlib import Path
 
 from capjudge.judges.client.cache_files import enable_wal
 from capjudge.judges.client.config import JudgeConfig
-from capjudge.judges.client.charge import SAMPLES, charge_sample, clamp_ratio, learned_ratio, reservation
+from capjudge.judges.client.charge import (
+    clamp_ratio,
+    forget_samples_since,
+    record_refusal,
+    record_reply_sample,
+    reservation,
+)
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS sent (id INTEGER PRIMARY KEY, at REAL NOT NULL, tokens INTEGER NOT NULL,
@@ -59,10 +65,8 @@ CREATE TABLE IF NOT EXISTS charge_samples (at REAL NOT NULL, ratio REAL NOT NULL
 CREATE INDEX IF NOT EXISTS charge_samples_at ON charge_samples (at);
 """
 # `sent` rows are kept two windows (a reply's charge sample looks one window back from when its request was
-# sent, which may be a reply's latency before now); the admission counts one window. Charge samples are kept
-# ten windows (10 minutes; ~1,200 rows at 2 replies a second), to follow the learned ratio over a run.
+# sent, which may be a reply's latency before now); the admission counts one window.
 _SENT_KEPT_WINDOWS = 2
-_SAMPLES_KEPT_WINDOWS = 10
 _POLL_MIN = 0.002
 _POLL_MAX = 0.25  # between tries for a free slot
 # How stale this process's view of another process's pause may be. A pause lasts what a Retry-After or an
@@ -246,13 +250,14 @@ class MachineBudget:
             raise
 
     def reconcile(self, seen_at: float, used_requests: int | None, used_tokens: int | None, *,
-                  refused: int | None = None) -> None:
+                  refused: int | None = None, refused_charge: tuple[int, int] | None = None) -> None:
         """Take the API's count as the authority: `used_*` is what a reply's headers say the API has counted
         (`limit - remaining`) when it admitted a request that was sent at `seen_at` or later. Whatever of that
         this window does not hold is usage from outside, recorded now (never before the API counted it) and
         counted for a whole window. `used_tokens` is also a sample of the API's charge per estimated token
-        (see _sample_charge); `refused` is the ticket of a request the API refused (a 429), which it did not
-        charge: its estimate leaves the samples (its reservation stays, as a request that may be retried).
+        (charge.record_reply_sample); `refused` is the ticket of a request the API refused (a 429), which it did
+        not charge: its estimate leaves the samples (its reservation stays, as a request that may be retried);
+        `refused_charge` is (what the 429 says it would have charged, its estimate): charge.record_refusal.
 
         This window is compared from `seen_at - window` on, with every request sent since, even those the
         API had not seen yet: an overcount here only makes the outside share smaller, never a request go
@@ -274,8 +279,10 @@ class MachineBudget:
                 db.execute("INSERT INTO outside (at, requests, tokens) VALUES (?, ?, ?)", (now, extra_requests, extra_tokens))
             if refused is not None:
                 db.execute("UPDATE sent SET base = 0 WHERE id = ?", (refused,))
+            if refused_charge is not None:
+                record_refusal(db, self.limits.window, seen_at, *refused_charge)
             if used_tokens is not None:
-                self._sample_charge(db, seen_at, used_tokens, now)
+                record_reply_sample(db, self.limits.window, seen_at, used_tokens, now)
             db.execute("COMMIT")
         except BaseException:
             db.execute("ROLLBACK")
@@ -298,31 +305,6 @@ class MachineBudget:
         if db is not None:
             db.close()
         self._local.db = self._local.own_slot = None
-
-    def _sample_charge(self, db: sqlite3.Connection, seen_at: float, used_tokens: int, now: float) -> None:
-        """One sample of the API's charge per estimated token (capjudge.judges.client.charge): what its window
-        held when it admitted the request sent at `seen_at`, against this machine's estimates of the requests
-        sent in the window up to then; the learned ratio becomes the median of the latest SAMPLES samples. No
-        sample while the API's window may still hold requests no window here recorded (see learn)."""
-        window = self.limits.window
-        db.execute("DELETE FROM charge_samples WHERE at <= ?", (now - _SAMPLES_KEPT_WINDOWS * window,))
-        unrecorded = db.execute("SELECT value FROM meta WHERE key = 'unrecorded_until'").fetchone()
-        if unrecorded is not None and seen_at - window <= unrecorded[0]:
-            return
-        (estimated,) = db.execute("SELECT COALESCE(SUM(base), 0) FROM sent WHERE at > ? AND at <= ?",
-                                  (seen_at - window, seen_at)).fetchone()
-        sample = charge_sample(used_tokens, estimated)
-        if sample is None:
-            return
-        db.execute("INSERT INTO charge_samples (at, ratio) VALUES (?, ?)", (seen_at, sample))
-        latest = db.execute("SELECT ratio FROM charge_samples ORDER BY at DESC, rowid DESC LIMIT ?", (SAMPLES,)).fetchall()
-        self._set_ratio(db, learned_ratio(row[0] for row in latest), seen_at)
-
-    @staticmethod
-    def _set_ratio(db: sqlite3.Connection, ratio: float | None, at: float) -> None:
-        if ratio is not None:
-            db.executemany("INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-                           (("charge_ratio", ratio), ("charge_at", at)))
 
     def learn(self, limit_requests: int | None, limit_tokens: int | None) -> None:
         """Limits the API's headers name. A limit is positive: a zero or negative one is no limit to pace by."""
@@ -349,11 +331,7 @@ class MachineBudget:
             if missed is not None:
                 db.execute("INSERT INTO meta (key, value) VALUES ('unrecorded_until', ?) "
                            "ON CONFLICT(key) DO UPDATE SET value = max(value, excluded.value)", (missed,))
-            db.execute("DELETE FROM charge_samples WHERE at >= ?", (first,))
-            latest = db.execute("SELECT ratio, at FROM charge_samples ORDER BY at DESC, rowid DESC LIMIT ?",
-                                (SAMPLES,)).fetchall()
-            if latest:  # else the ratio stays as it was (too high if those samples set it: slower, never over)
-                self._set_ratio(db, learned_ratio(row[0] for row in latest), latest[0][1])
+            forget_samples_since(db, first, self.limits.window)
             db.execute("COMMIT")
         except BaseException:
             db.execute("ROLLBACK")

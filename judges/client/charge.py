@@ -22,10 +22,19 @@ last FAST, where higher: a rise is followed sooner than a fall, see learned_rati
 A sample is a whole window's average, so a change of the API's charge per estimated token is followed within
 one window of it (and the few replies the median spans); meanwhile the API's count stays the authority over
 the window (MachineBudget.reconcile), but the requests sent are reserved at the ratio not yet learned, so a
-sharp rise costs a few 429s (0.7x to 1.3x: 3-4 in tests/test_learned_charge.py). A change of the requests
+sharp rise would cost a few 429s but for the refusal's own count (below). A change of the requests
 (longer prompts) is followed at once: the estimate follows it. Usage from another machine on the same key
 also counts in `limit - remaining` and so in the ratio: this machine then reserves its share of it, which
 keeps the window under the limit as the outside accounting of reconcile does.
+
+A 429 is a third signal, and the quickest: OpenAI's names what the refused request would have been charged
+("... on tokens per min (TPM): Limit 30000, Used 29937, Requested 385 ..."), one request's own charge rather
+than a window's average. When the charge rises, the first request sent at the old reservation meets the full
+window and is refused; its `Requested` over its estimate is the new ratio at once, and it is in force for one
+window (the replies' window averages have caught up by then): without it, every request the budget admits at
+the old reservation meets the same wall, and the 429s go on until the averages move (0.7x to 1.3x: 4 in a row).
+A 429 that names no counts (other servers) gives a bound: the request cost more than the `remaining` its
+headers showed, so the ratio is at least that over its estimate.
 
 The reply's `usage` is a second signal, and the headers win where the API sends them: `usage` is what is billed
 (the tokenizer's count of the prompt, the reply's length), not what the limiter charged (OpenAI's limiter counts
@@ -51,6 +60,7 @@ RATIO_MIN = 0.25  # the API charges at least a quarter of capjudge's estimate...
 RATIO_MAX = 4.0  # ...and at most four times it: wider than any tokenizer's or reply reservation's error
 SAMPLES = 7  # replies the median spans
 FAST = 3  # the latest replies whose median, where higher, is followed at once (see learned_ratio)
+SAMPLES_KEPT_WINDOWS = 10  # 10 minutes of samples (~1,200 rows at 2 replies a second): the ratio's history
 
 
 def clamp_ratio(value: float) -> float | None:
@@ -131,3 +141,74 @@ def read_learned_charge(folder: Path) -> LearnedCharge | None:
         return None
     at = meta.get("charge_at")
     return LearnedCharge(clamp_ratio(float(ratio)), int(samples), float(at) if isinstance(at, (int, float)) else 0.0)  # type: ignore[arg-type]
+
+
+# -- the window file's side (capjudge.judges.client.budget's SQLite file, in its transaction) ----------------
+
+def record_reply_sample(db: sqlite3.Connection, window: float, seen_at: float, used_tokens: int, now: float) -> None:
+    """One sample of the API's charge per estimated token: what its window held when it admitted the request
+    sent at `seen_at`, against this machine's estimates (`sent.base`) of the requests sent in the window up to
+    then; the ratio in force follows (see ratio_in_force). No sample while the API's window may still hold
+    requests no window here recorded (meta `unrecorded_until`, see MachineBudget.learn)."""
+    db.execute("DELETE FROM charge_samples WHERE at <= ?", (now - SAMPLES_KEPT_WINDOWS * window,))
+    unrecorded = db.execute("SELECT value FROM meta WHERE key = 'unrecorded_until'").fetchone()
+    if unrecorded is not None and seen_at - window <= unrecorded[0]:
+        return
+    (estimated,) = db.execute("SELECT COALESCE(SUM(base), 0) FROM sent WHERE at > ? AND at <= ?",
+                              (seen_at - window, seen_at)).fetchone()
+    sample = charge_sample(used_tokens, estimated)
+    if sample is None:
+        return
+    db.execute("INSERT INTO charge_samples (at, ratio) VALUES (?, ?)", (seen_at, sample))
+    _put_ratio(db, seen_at, window)
+
+
+def record_refusal(db: sqlite3.Connection, window: float, seen_at: float, charged: int, estimate: int) -> None:
+    """A 429 for a request of `estimate` tokens (by capjudge's count) that the API would have charged
+    `charged` (its message's `Requested`, or a bound: its `remaining` + 1). That request's own ratio is in
+    force for a window from `seen_at`, where it is above the replies' (the higher of two such within a window)."""
+    sample = charge_sample(charged, estimate)
+    if sample is None:
+        return
+    meta = _meta(db, "request_ratio", "request_at")
+    if meta.get("request_at", float("-inf")) > seen_at - window:
+        sample = max(sample, meta.get("request_ratio", sample))
+    db.executemany("INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                   (("request_ratio", sample), ("request_at", seen_at)))
+    _put_ratio(db, seen_at, window)
+
+
+def forget_samples_since(db: sqlite3.Connection, first: float, window: float) -> None:
+    """Drop the reply samples taken from `first` on (they were too high: the window here missed requests the
+    API's held) and recompute the ratio from those before; with none before, it stays as it was (too high if
+    those samples set it: slower, never over)."""
+    db.execute("DELETE FROM charge_samples WHERE at >= ?", (first,))
+    latest = db.execute("SELECT at FROM charge_samples ORDER BY at DESC, rowid DESC LIMIT 1").fetchone()
+    if latest is not None:
+        _put_ratio(db, latest[0], window)
+
+
+def ratio_in_force(db: sqlite3.Connection, at: float, window: float) -> float | None:
+    """The ratio to reserve by at `at`: the replies' rule (learned_ratio over the latest SAMPLES samples), or a
+    refusal's own ratio where that is higher and less than a window old."""
+    latest = db.execute("SELECT ratio FROM charge_samples ORDER BY at DESC, rowid DESC LIMIT ?", (SAMPLES,)).fetchall()
+    ratio = learned_ratio(row[0] for row in latest)
+    meta = _meta(db, "request_ratio", "request_at")
+    if "request_ratio" in meta and meta.get("request_at", float("-inf")) > at - window:
+        request = clamp_ratio(meta["request_ratio"])
+        if request is not None and (ratio is None or request > ratio):
+            ratio = request
+    return ratio
+
+
+def _put_ratio(db: sqlite3.Connection, at: float, window: float) -> None:
+    ratio = ratio_in_force(db, at, window)
+    if ratio is not None:
+        db.executemany("INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                       (("charge_ratio", ratio), ("charge_at", at)))
+
+
+def _meta(db: sqlite3.Connection, *keys: str) -> dict[str, float]:
+    marks = ", ".join("?" * len(keys))
+    return {key: value for key, value in db.execute(f"SELECT key, value FROM meta WHERE key IN ({marks})", keys)
+            if isinstance(value, (int, float))}

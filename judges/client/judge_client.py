@@ -50,6 +50,7 @@ from capjudge.judges.client.rate_limits import (
     TokenEstimate,
     estimate_tokens,
     read_rate_limit_headers,
+    requested_tokens,
 )
 from capjudge.judges.client.redaction import Redactor
 from capjudge.judges.client.served_judges import ServedJudges
@@ -314,14 +315,15 @@ class JudgeClient:
             last_error.outcome, f"gave up after {self.config.max_attempts} attempts; last: {last_error.detail}"
         )
 
-    def _pace(self, limits: RateLimitState, sent_at: float, tokens: Callable[[], int], refused: int | None = None) -> None:
+    def _pace(self, limits: RateLimitState, sent_at: float, tokens: Callable[[], int], refused: int | None = None,
+              refused_charge: tuple[int, int] | None = None) -> None:
         """Follow the API's rate-limit headers: its limits cap the shared windows (where ours are not lower),
         its count (limit - remaining) is the authority over what the windows hold, and a window it counts
         down without naming its limit pauses every process when exhausted."""
         if not limits.known:
             return
         self.budget.learn(limits.limit_requests, limits.limit_tokens)
-        self.budget.reconcile(sent_at, limits.used_requests, limits.used_tokens, refused=refused)
+        self.budget.reconcile(sent_at, limits.used_requests, limits.used_tokens, refused=refused, refused_charge=refused_charge)
         self.budget.pause_all(limits.wait_before_next(tokens()))
 
     def _after_rate_limited(self, error: TransportError, sent_at: float, tokens: Callable[[], int],
@@ -333,10 +335,17 @@ class JudgeClient:
         every process that long stalled a run that was a few milliseconds over the limit (0.70 of the token
         limit used instead of 0.92+, issue 29's test on a loaded machine). A 429 that names no limit still
         pauses every process for its Retry-After: without a limit, the window cannot pace. The refused request
-        (`ticket`) was not charged: it leaves the samples of the API's charge."""
+        (`ticket`) was not charged: it leaves the samples of the API's charge; what the API says it would have
+        charged it (the message's `Requested`, else more than the `remaining` of a token limit) is its own
+        sample of the charge (capjudge.judges.client.charge.record_refusal)."""
         limits = error.rate_limits
         if limits is not None and (limits.limit_requests or limits.limit_tokens):
-            self._pace(limits, sent_at, tokens, ticket)
+            charged = error.requested_tokens
+            if (charged is None and limits.limit_tokens and limits.remaining_tokens is not None
+                    and limits.remaining_tokens < limits.limit_tokens
+                    and (limits.remaining_requests is None or limits.remaining_requests > 0)):
+                charged = limits.remaining_tokens + 1  # refused on tokens: it did not fit what was left, a bound
+            self._pace(limits, sent_at, tokens, ticket, (charged, tokens()) if charged is not None and limits.limit_tokens else None)
         elif error.retry_after:
             self.budget.pause_all(min(error.retry_after, self.config.backoff_max))
 
@@ -369,7 +378,8 @@ class JudgeClient:
             status = error.status_code
             if status == 429 or status >= 500 or status == 408:
                 raise TransportError(f"http_{status}", _short(error), _retry_after(error.response),
-                                     rate_limits=_rate_limits_of(error.response) if status == 429 else None) from None
+                                     rate_limits=_rate_limits_of(error.response) if status == 429 else None,
+                                     requested_tokens=requested_tokens(error.message) if status == 429 else None) from None
             raise RequestRejected(status, _short(error)) from None
         except (openai.APIResponseValidationError, ValueError) as error:
             # A 200 whose body is not a chat completion (truncated or malformed JSON).

@@ -102,6 +102,24 @@ class RateLimitState:
         return wait
 
 
+# OpenAI's 429 names what the refused request would have been charged: "Rate limit reached for gpt-4o in
+# organization org-... on tokens per min (TPM): Limit 30000, Used 29937, Requested 385. Please try again in
+# 644ms." Only the tokens-per-minute wording is read ("requests per min (RPM) ... Requested 1" counts requests).
+_TPM_REFUSAL = re.compile(r"on tokens per min \(TPM\): Limit (\d{1,16}), Used (\d{1,16}), Requested (\d{1,16})\b")
+
+
+def requested_tokens(message: object) -> int | None:
+    """The tokens the API's limiter would have charged a refused request, from its 429 message (OpenAI's
+    wording); None where the message names none, or names an implausible count (0, or beyond any limit)."""
+    if not isinstance(message, str):
+        return None
+    match = _TPM_REFUSAL.search(message[:2000])
+    if match is None:
+        return None
+    requested = int(match.group(3))
+    return requested if 0 < requested <= MAX_HEADER_COUNT else None
+
+
 def _used(limit: int | None, remaining: int | None) -> int | None:
     return None if limit is None or remaining is None else max(0, limit - remaining)
 

@@ -23,13 +23,15 @@ class TransportError(Exception):
     """An attempt that may succeed if repeated (429, 5xx, timeout, connection, malformed response)."""
 
     def __init__(self, outcome: str, detail: str, retry_after: float | None = None, unfixable: bool = False,
-                 rate_limits: RateLimitState | None = None):
+                 rate_limits: RateLimitState | None = None, requested_tokens: int | None = None):
         super().__init__(f"{outcome}: {detail}")
         self.outcome = outcome
         self.detail = detail
         self.retry_after = retry_after
         # The rate-limit headers a 429 came with (None when it had none, or none readable).
         self.rate_limits = rate_limits
+        # What a 429's message says the API's limiter would have charged the request (None where it says not).
+        self.requested_tokens = requested_tokens
         # Could not even connect (refused, DNS): retried, but counted by the circuit breaker.
         self.unfixable = unfixable
 

@@ -784,6 +784,73 @@ def learned_charge() -> Section:
     return section
 
 
+@benchmark("charge_jump")
+def charge_jump() -> Section:
+    """Issue 40's safety clause: the API's charge jumps from 0.7x to 1.3x capjudge's estimate mid-run (after 1.5
+    windows' requests), 60 s windows; the 429 names what it would have charged (OpenAI's wording) or nothing."""
+    import json
+    import subprocess
+
+    from harness_runs import TEXT_JUDGE_SCRIPT
+    from openai_server import limiter_charge_of
+
+    from capjudge.judges.client.charge import read_learned_charge
+    from capjudge.judges.client.rate_limits import estimate_tokens
+
+    window, requests_per_window, words, reply, server_reply = 60.0, 119, 200, 800, 300
+    request = ChatRequest(parts=("item 10000: judge this caption " + "word " * words,), params={"max_tokens": reply})
+    body, estimate = request.body("test-judge"), estimate_tokens(request).total
+    low_scale, high_scale = (target * estimate / limiter_charge_of(body, "openai", 1.0, server_reply) for target in (0.7, 1.3))
+    low, high = (limiter_charge_of(body, "openai", scale, server_reply) for scale in (low_scale, high_scale))
+    limit, change_after = low * requests_per_window, int(1.5 * requests_per_window)
+    high_per_window = limit / high
+    section = Section(f"Charge jump: the API's charge goes from 0.7x to 1.3x capjudge's estimate after {change_after} requests; "
+                      f"{requests_per_window} low-charge ({high_per_window:.0f} high-charge) requests' worth of tokens per "
+                      f"{window:.0f} s window, no CAPJUDGE_TPM")
+    for wording, processes in (("openai", 1), ("openai", 2), ("plain", 1)):
+        name = f"jump_{wording}_429_{processes}_process{'es' if processes > 1 else ''}"
+        flags = ("--charge", "openai", "--reset-meaning", "oldest", "--rate-window", str(window), "--tpm", str(limit),
+                 "--charge-scale", repr(low_scale), "--charge-change", f"{change_after}:{high_scale!r}",
+                 "--default-reply-charge", str(server_reply)) + (("--plain-429",) if wording == "plain" else ())
+        with tempfile.TemporaryDirectory() as tmp, ServerProcess(*flags, latency=0.2) as server:
+            env = {**os.environ, "OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "bench",
+                   "CAPJUDGE_CACHE": str(Path(tmp) / "cache" / "cache.sqlite"), "CAPJUDGE_MAX_CONCURRENCY": "16"}
+            count = int((change_after + 2.2 * high_per_window) / processes)
+            started = time.perf_counter()
+            children = [subprocess.Popen([sys.executable, "-c", TEXT_JUDGE_SCRIPT, str(count), str(10000 * (k + 1)),
+                                          str(words), str(reply)], env=env, stdout=subprocess.PIPE, text=True)
+                        for k in range(processes)]
+            judged = sum(json.loads(child.communicate()[0].strip().splitlines()[-1])["judged"] for child in children)
+            elapsed = time.perf_counter() - started
+            stats = server.stats()
+            (folder,) = (Path(tmp) / "cache").glob("budget-*")
+            learned = read_learned_charge(folder)
+        charged = sorted(tuple(entry) for entry in stats["charged"])
+        sent = sorted(charged + [tuple(entry) for entry in stats["refused"]])
+        change = charged[change_after][0]  # the first request charged at the new rate
+        busiest = max(sum(t for b, t in sent if a <= b < a + window) for a, _ in sent)
+        after = sum(tokens for at, tokens in charged if change + window <= at < change + 2 * window)
+        section.figures += [
+            Figure(f"{name}_judged", judged, "items", f"{elapsed:.0f} s; {low} then {high} tokens charged a request, "
+                                                      f"{estimate} estimated; limit {limit}"),
+            Figure(f"{name}_429s", stats["rate_limited"], "requests", "the first request at the old reservation meets a full window"),
+            Figure(f"{name}_429_share", stats["rate_limited"] / max(1, stats["requests"]), "ratio", "target <= 0.01"),
+            Figure(f"{name}_busiest_window_sent_over_limit", (busiest - limit) / high, "high-charge requests",
+                   "429s included; target <= 1"),
+            Figure(f"{name}_window_after_change_vs_token_limit", after / limit, "ratio",
+                   "the window starting one window after the change; target >= 0.95"),
+            Figure(f"{name}_learned_vs_charge", (learned.ratio if learned else float("nan")) / 1.3, "ratio",
+                   "learned charge ratio at the end / the server's; target 1"),
+        ]
+    section.text = ("`tests/openai_server.py --tpm N --rate-window 60 --charge openai --charge-scale S --charge-change K:S2 "
+                    "[--plain-429] --default-reply-charge 300`, latency 0.2 s: after K charged requests the limiter charges "
+                    "1.3x capjudge's estimate instead of 0.7x. A 429 in OpenAI's wording names what the refused request "
+                    "would have been charged (`Requested`), which capjudge reserves by at once (capjudge.judges.client.charge."
+                    "record_refusal); a plain 429 gives only a bound (more than the `remaining` it shows), and the replies' "
+                    "window averages follow within a window.")
+    return section
+
+
 def write_markdown(sections: list[Section], path: Path, command: str) -> None:
     lines = [
         "# capjudge benchmarks",
