@@ -32,7 +32,6 @@ def page_title(report: SensitivityFile) -> str:
 def page_data(report: SensitivityFile) -> dict[str, Any]:
     """What the page's script draws: the run, the shift table, and per item every caption and judgment."""
     return {
-        "title": page_title(report),
         "file": report.path.name,
         "format_version": report.format_version,
         "task": report.task,
