@@ -3,6 +3,7 @@
 The page is self-contained: its style, script and data are inline, the frames are files next to it, and its
 Content-Security-Policy forbids any other request, so opening it asks nothing of the network. The data is
 the report as JSON; the page's script draws it (text only, through textContent) and filters and sorts it.
+`fill_page` and `script_json` are the machinery other per-item pages (the sensitivity page) are built with too.
 """
 
 from __future__ import annotations
@@ -42,24 +43,37 @@ def _judge_json(judge: LoggedJudge) -> dict[str, Any]:
             "settings": judge.settings_text}
 
 
-def report_json(report: ItemReport) -> str:
-    """The report as JSON that is safe inside a <script> element (no "</script>", no "<!--")."""
-    data = asdict(report, dict_factory=_without_empty_panels)
-    for section, drawn in zip(report.sections, data["sections"]):
-        drawn["judges"] = [_judge_json(judge) for judge in section.judges]
+def script_json(data: Any) -> str:
+    """`data` as JSON that is safe inside a <script> element (no "</script>", no "<!--"): what a page built on
+    these templates carries as its data, for its script to draw through textContent."""
     text = json.dumps(data, ensure_ascii=False, allow_nan=False)
     return text.replace("<", "\\u003c").replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
 
 
-def render_page(report: ItemReport, title: str = "capjudge: items and judgments") -> str:
+def report_json(report: ItemReport) -> str:
+    """The report as the page's data (`script_json`)."""
+    data = asdict(report, dict_factory=_without_empty_panels)
+    for section, drawn in zip(report.sections, data["sections"]):
+        drawn["judges"] = [_judge_json(judge) for judge in section.judges]
+    return script_json(data)
+
+
+def fill_page(template: str, title: str, styles: tuple[str, ...], scripts: tuple[str, ...], data: str) -> str:
+    """A page from the HTML template `template` (slots {{title}}, {{style}}, {{script}}, {{data}}): the style
+    and script templates inlined in order (the shared ones first), `data` from `script_json`."""
     values = {
         "title": escape(title),
-        "style": _template("item_report.css"),
-        "script": _template("item_report.js"),
-        "data": report_json(report),
+        "style": "\n".join(_template(name) for name in styles),
+        "script": "\n".join(_template(name) for name in scripts),
+        "data": data,
     }
     # One pass: text put into one slot is never scanned for another.
-    return _SLOT.sub(lambda match: values[match.group(1)], _template("item_report.html"))
+    return _SLOT.sub(lambda match: values[match.group(1)], _template(template))
+
+
+def render_page(report: ItemReport, title: str = "capjudge: items and judgments") -> str:
+    return fill_page("item_report.html", title, ("item_report.css",), ("page_common.js", "item_report.js"),
+                     report_json(report))
 
 
 def write_page(report: ItemReport, out: Path) -> Path:

@@ -25,7 +25,9 @@ from capjudge.metrics.sensitivity.shifts import DEFAULT_RESAMPLES, ShiftResult, 
 # Directions a judge also satisfies by not moving ("not_up": staying put is sound); see shifts.py.
 _LENIENT = frozenset({"not_up", "not_down"})
 _SIGN = {"down": -1, "not_up": -1, "up": 1, "not_down": 1}
-FORMAT_VERSION = 1  # of the JSON file; a change of its fields is a new version
+# Of the JSON file; a change of its fields is a new version. 2 added each judgment's reply text, failure
+# detail and (for a panel's judgment) which members it pooled; a reader takes both (metrics/sensitivity/items_file).
+FORMAT_VERSION = 2
 
 
 @dataclass(frozen=True)
@@ -35,6 +37,9 @@ class Judged:
     scores: Mapping[str, float | None]
     failure: str | None  # the failure kind; None when judged
     cache_hit: bool
+    reply: str | None = None  # the judge's reply text, as received (None: none received; a panel has none)
+    failure_detail: str | None = None  # what the failure was, in words (None when judged)
+    pooling: Mapping[str, Any] | None = None  # a panel's judgment: judged_by, not_judged {member: kind}, quorum
 
 
 @dataclass(frozen=True)
@@ -206,7 +211,9 @@ def markdown(report: SensitivityReport, command: str = "") -> str:
 
 
 def _judged_json(judged: Judged) -> dict[str, Any]:
-    return {"scores": dict(judged.scores), "failure": judged.failure, "cache_hit": judged.cache_hit}
+    pooled = {"panel": dict(judged.pooling)} if judged.pooling else {}
+    return {"scores": dict(judged.scores), "failure": judged.failure, "cache_hit": judged.cache_hit,
+            "failure_detail": judged.failure_detail, "reply": judged.reply, **pooled}
 
 
 def _caption_json(caption: JudgedCaption) -> dict[str, Any]:

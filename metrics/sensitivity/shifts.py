@@ -48,6 +48,17 @@ class ShiftResult:
     n_clusters: int
 
 
+def moved_wrong_way(shift: float, expected: Direction) -> bool:
+    """One candidate's shift is strictly on the wrong side of 0 (what `share_wrong_way` counts)."""
+    return _EXPECTED_SIGN[expected] * shift < 0
+
+
+def moved_soundly(shift: float, expected: Direction) -> bool:
+    """One candidate's shift is on the sound side: strictly for "down"/"up", or not the wrong way for "not_*"."""
+    signed = _EXPECTED_SIGN[expected] * shift
+    return signed >= 0 if expected in _LENIENT else signed > 0
+
+
 def verdict_of(interval: Interval, expected: Direction) -> Verdict:
     sign = _EXPECTED_SIGN[expected]
     low, high = sorted((sign * interval.low, sign * interval.high))  # now the expected side is > 0

@@ -1,34 +1,8 @@
 // capjudge item report: draws the items from the JSON above, then filters and sorts them in place.
 // Every text from the runs goes in through textContent, never as HTML.
-"use strict";
+// The helpers (el, number, yesNo, facts, $) are page_common.js's, inlined before this script.
 
 const REPORT = JSON.parse(document.getElementById("report-data").textContent);
-const $ = (id) => document.getElementById(id);
-
-function el(tag, attrs, ...children) {
-  const node = document.createElement(tag);
-  for (const [key, value] of Object.entries(attrs || {})) {
-    if (value === null || value === undefined || value === false) continue;
-    if (key === "class") node.className = value;
-    else if (key === "text") node.textContent = value;
-    else if (key in node && typeof value !== "string") node[key] = value;
-    else node.setAttribute(key, value === true ? "" : value);
-  }
-  for (const child of children.flat(Infinity)) {
-    if (child === null || child === undefined || child === false) continue;
-    node.append(child instanceof Node ? child : document.createTextNode(String(child)));
-  }
-  return node;
-}
-
-function number(value, digits) {
-  if (value === null || value === undefined) return "—";
-  return Number.isInteger(value) ? String(value) : value.toFixed(digits === undefined ? 2 : digits);
-}
-
-function yesNo(value) {
-  return value === null || value === undefined ? "not logged" : (value ? "yes" : "no");
-}
 
 // ---- drawing --------------------------------------------------------------------------------------------
 
@@ -77,10 +51,6 @@ function lengthFacts(length) {
   const facts = [["length", words], ["length rule", rule], ["cap", cap]];
   if (length.restriction) facts.push(["restriction", `${length.restriction} (${yesNo(length.restriction_satisfied)})`]);
   return facts;
-}
-
-function facts(pairs) {
-  return el("dl", { class: "facts" }, pairs.map(([k, v]) => [el("dt", { text: k }), el("dd", { text: v })]));
 }
 
 function replyBlock(reply, index, count) {

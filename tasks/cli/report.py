@@ -1,13 +1,18 @@
 """`capjudge report`: one HTML page showing every item of a set of runs, as each judge saw and scored it.
 
     capjudge report RUN [RUN ...] --out DIR [--videos FOLDER]
+    capjudge report --sensitivity OUT/sensitivity_TASK.json --out DIR
 
 RUN is an lmms-eval output folder (or results JSON) written with --log_samples, or a `capjudge judge` output;
 `NAME=RUN` names its column. Writes DIR/report.html and DIR/frames/ (the judges' visual input, re-rendered
 from the logged videos; --videos finds clips that have moved, by file name). A leaderboard row links to its
 items as report.html#task=TASK&model=MODEL.
+With --sensitivity, the per-item page of a `capjudge sensitivity` report instead (`capjudge sensitivity` writes
+it beside its JSON too): DIR/sensitivity_TASK.html, each perturbed caption beside its original with every
+judgment, shift and wrong-way move.
 Exit codes: 0 written, 1 the runs cannot make a report (the message names the run, the file and the item),
-2 wrong arguments (an --out that is a file or cannot be written is found before any run is read).
+2 wrong arguments (an --out that is a file or cannot be written is found before any run is read) or a
+--sensitivity file that is not a sensitivity report (the message names the file and the problem).
 """
 
 from __future__ import annotations
@@ -25,10 +30,12 @@ def register(groups: Any) -> None:
         "report", help="per-item HTML report: frames, captions, judge replies, scores, length rule, failures",
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("runs", nargs="+", metavar="RUN", help="lmms-eval output folder or results JSON (NAME=RUN to name it)")
+    parser.add_argument("runs", nargs="*", metavar="RUN", help="lmms-eval output folder or results JSON (NAME=RUN to name it)")
     parser.add_argument("--out", type=Path, required=True, metavar="DIR", help="folder for report.html and frames/")
     parser.add_argument("--videos", type=Path, metavar="FOLDER",
                         help="where to look for a clip (by file name) that is no longer at its logged path")
+    parser.add_argument("--sensitivity", type=Path, metavar="FILE",
+                        help="instead of RUNs: a `capjudge sensitivity` report (sensitivity_TASK.json) to show per item")
     parser.set_defaults(func=handle_report)
 
 
@@ -37,6 +44,8 @@ def handle_report(args: argparse.Namespace) -> int:
     from capjudge.metrics.item_report.report import ReportError, build_item_report
     from capjudge.metrics.files.outputs import OutputError, writable_folder
 
+    if args.sensitivity is not None or not args.runs:
+        return _sensitivity_page(args)
     if args.videos is not None and not args.videos.is_dir():
         print(f"capjudge report: --videos {args.videos}: no such folder", file=sys.stderr)
         return EXIT_DATA_ERROR
@@ -57,4 +66,32 @@ def handle_report(args: argparse.Namespace) -> int:
           + (f"; frames not shown for {unshown} items (see the page)" if unshown else ""))
     for warning in report.warnings:
         print(f"warning: {warning}", file=sys.stderr)
+    return EXIT_OK
+
+
+def _sensitivity_page(args: argparse.Namespace) -> int:
+    from capjudge.metrics.files.outputs import OutputError, writable_folder
+    from capjudge.metrics.sensitivity.items_file import SensitivityFileError, read_sensitivity_file
+    from capjudge.metrics.sensitivity.items_page import page_path, write_sensitivity_page
+
+    problem = ("give RUN [RUN ...] or --sensitivity FILE" if args.sensitivity is None and not args.runs else
+               "give RUN [RUN ...] or --sensitivity FILE, not both" if args.runs else
+               "--videos goes with RUNs (a sensitivity page shows no frames)" if args.videos is not None else None)
+    try:
+        if problem is not None:
+            raise OutputError(problem)
+        report = read_sensitivity_file(args.sensitivity)
+        out = writable_folder(args.out)
+    except (OutputError, SensitivityFileError) as error:
+        print(f"capjudge report: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    # The page is named after the file, never after what the file says (its task is untrusted text).
+    target = page_path(out / args.sensitivity.name)
+    if target.resolve() == args.sensitivity.resolve():
+        print(f"capjudge report: --sensitivity {args.sensitivity}: the page would replace the file itself "
+              "(name it .json, or give another --out)", file=sys.stderr)
+        return EXIT_USAGE
+    page = write_sensitivity_page(report, target)
+    print(f"wrote {page.path}: {page.items} items x (1 original + {len(report.perturbations)} perturbations), "
+          f"{len(report.scorers)} scorers; {page.items_moved_wrong_way} items moved the wrong way in some score")
     return EXIT_OK

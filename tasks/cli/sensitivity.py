@@ -8,9 +8,12 @@ mean paired shift with a clip-bootstrap CI, the share of items moved the sound w
 
 The parser only: the judging is capjudge.tasks.sensitivity.judging (through the task's own judge_all: the same
 client, cache, budget and panel as `capjudge judge`), the statistics capjudge.metrics.sensitivity.
-Writes OUT/sensitivity_<task>.json (every text the judge saw, both judgments per pair, every shift) and
-OUT/sensitivity_<task>.png (the shifts with their CIs); prints the table (or `--format json`: the same without the items). Exit status: 2 bad input, 3 above
-CAPJUDGE_MAX_FAILURE_RATE unjudged (the file is written first).
+Writes OUT/sensitivity_<task>.json (every text the judge saw, both judgments per pair with the replies, every
+shift), OUT/sensitivity_<task>.png (the shifts with their CIs) and OUT/sensitivity_<task>.html (per item, the
+original and each perturbed caption side by side with every judgment and shift, wrong-way moves marked; read
+back from the JSON, as `capjudge report --sensitivity FILE` renders it); prints the table (or `--format json`:
+the same without the items). Exit status: 2 bad input, 3 above CAPJUDGE_MAX_FAILURE_RATE unjudged (the
+files are written first).
 """
 
 from __future__ import annotations
@@ -157,13 +160,30 @@ def _judge(args: argparse.Namespace, perturbations: list[Any], out: Path) -> int
     write_replacing(path, json.dumps(document, indent=2, ensure_ascii=False, default=str) + "\n")
     plot = path.with_suffix(".png")
     write_replacing(plot, render_shifts_png(report))
+    page = _write_page(path)
+    page_line = f"\nPer item, each perturbed caption beside its original: {page}" if page else ""
     if args.format == "json":
-        print(json.dumps({**summary_json(report, command), "report_file": str(path), "plot": str(plot)}, indent=2,
-                         ensure_ascii=False))
+        print(json.dumps({**summary_json(report, command), "report_file": str(path), "plot": str(plot),
+                          "page": str(page) if page else None}, indent=2, ensure_ascii=False))
     else:
-        print(markdown(report, command) + f"\nEvery text the judge saw, with both judgments: {path}\nPlot: {plot}")
+        print(markdown(report, command) + f"\nEvery text the judge saw, with both judgments: {path}\nPlot: {plot}"
+              + page_line)
     problem = failure_rate_problem(*unjudged_share(report))
     if problem is not None:
         print(f"capjudge sensitivity: {problem}", file=sys.stderr)
         return EXIT_STATUS
     return 0
+
+
+def _write_page(report_file: Path) -> Path | None:
+    """The per-item page, from the JSON just written, read back as any reader would (one path for it and for
+    `capjudge report --sensitivity`). The page is a view: when it cannot be made, the run's files still stand
+    and the one line says why."""
+    from capjudge.metrics.sensitivity.items_file import SensitivityFileError, read_sensitivity_file
+    from capjudge.metrics.sensitivity.items_page import page_path, write_sensitivity_page
+
+    try:
+        return write_sensitivity_page(read_sensitivity_file(report_file), page_path(report_file)).path
+    except SensitivityFileError as error:
+        print(f"capjudge sensitivity: the per-item page was not written: {error}", file=sys.stderr)
+        return None

@@ -120,7 +120,9 @@ class _Taken:
 
 def _judged(judgment: Any) -> Judged:
     result = judgment.result
-    return Judged(dict(result.scores()), None if result.ok else result.failure_kind, bool(judgment.cache_hit))
+    return Judged(dict(result.scores()), None if result.ok else result.failure_kind, bool(judgment.cache_hit),
+                  reply=judgment.raw_reply, failure_detail=None if result.ok else (result.failure_detail or None),
+                  pooling=judgment.panel)
 
 
 def judge_planned(task: Any, planned: Sequence[PlannedItem], perturbations: Sequence[Perturbation], *,
