@@ -562,3 +562,27 @@ def test_runs_the_leaderboard_refuses_get_no_plot(judged, tmp_path, capsys):
     lines = err.strip().splitlines()
     assert code == 2 and len(lines) == 1 and "a NAME= label needs one run" in lines[0], err
     assert not list(out.glob("leaderboard*"))
+
+
+def test_task_names_become_safe_distinct_file_names(judged, tmp_path):
+    """A task's name is data (a results file's key): its plot's file stays in --out, one per task."""
+    import dataclasses
+
+    from capjudge.metrics.leaderboard.length_plot import file_names, render_length_pngs
+    from capjudge.metrics.leaderboard.render import write_leaderboard
+    from capjudge.metrics.leaderboard.stats import LeaderboardSettings
+
+    board, _ = _drawn([str(judged["loving"])], LeaderboardSettings(n_resamples=50))
+    tasks = ['../../escape "<b>" $x$', "a/b", "a?b", "x" * 300]
+    control, column = board.length_control[TASK], board.task_rank_columns[TASK]
+    renamed = dataclasses.replace(board, length_control={task: control for task in tasks},
+                                  task_rank_columns={**board.task_rank_columns, **{task: column for task in tasks}})
+    names = file_names(renamed)
+    assert list(names.values()) == ["leaderboard_length_.._.._escape___b____x_.png", "leaderboard_length_a_b.png",
+                                    "leaderboard_length_a_b_2.png", f"leaderboard_length_{'x' * 60}.png"]
+    assert set(render_length_pngs(renamed)) == set(names.values())
+    out = tmp_path / "out"
+    files = write_leaderboard(renamed, out)
+    assert sorted(path.name for path in files.length_plots) == sorted(names.values())
+    assert all(path.parent == out for path in files.length_plots)
+    assert sorted(path.name for path in tmp_path.rglob("*.png")) == sorted([*names.values(), "leaderboard.png"])
