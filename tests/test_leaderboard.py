@@ -374,10 +374,13 @@ def test_html_page_has_no_external_resources(runs, tmp_path, capsys):
     assert "link" not in audit.tags and "iframe" not in audit.tags
     assert audit.script_sources == [] and audit.tags.count("script") == 1
     assert "@import" not in page and "url(" not in page
-    assert len(audit.images) == 1 and audit.images[0].startswith("data:image/png;base64,")
-    inlined = base64.b64decode(audit.images[0].split(",", 1)[1])
-    assert inlined == (tmp_path / "board" / "leaderboard.png").read_bytes()
-    assert inlined.startswith(b"\x89PNG\r\n\x1a\n")
+    # The chart (last, under the method) and the task's length-controlled plot (two models with logged
+    # captions, so it has one): both inline PNGs, each the file written beside the page.
+    assert len(audit.images) == 2 and all(src.startswith("data:image/png;base64,") for src in audit.images)
+    inlined = [base64.b64decode(src.split(",", 1)[1]) for src in audit.images]
+    assert inlined[1] == (tmp_path / "board" / "leaderboard.png").read_bytes()
+    assert inlined[0] == (tmp_path / "board" / f"leaderboard_length_{TASK}.png").read_bytes()
+    assert all(png.startswith(b"\x89PNG\r\n\x1a\n") for png in inlined)
     # Per task a main table and an other-metrics table (then the usage table): one header row each, every
     # body row as wide as it, one row per model.
     assert len(audit.tables) == 3

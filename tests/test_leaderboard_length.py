@@ -7,6 +7,8 @@ item to item, which is what identifies the length coefficient apart from the mod
 the length-blind judge sees only the wrong details (70 - 10 per error, a small fixed jitter), so it ranks
 terse > medium > verbose; the length-loving judge adds 25 x ln(words) - 40 to the same scores, so its raw
 ranking follows length (verbose > medium > terse). Each set is run through lmms-eval once per judge.
+The column's plot (leaderboard_length_<task>.png, on the page beside the column) is checked on the same runs:
+the numbers its artists carry against the table's, its place on the page in headless Chromium, its absence.
 """
 
 from __future__ import annotations
@@ -370,3 +372,217 @@ def test_the_statistic_refuses_what_defines_no_coefficient():
     # Each model always writes the same length: length and model cannot be told apart.
     with pytest.raises(LengthBiasError, match="length coefficient is undefined"):
         length_controlled([1, 2, 3, 4], [3, 3, 9, 9], [4, 4, 4, 4], ["a", "a", "b", "b"], ["i", "j", "i", "j"])
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The plot: leaderboard_length_<task>.png, on the page beside the column
+# ---------------------------------------------------------------------------------------------------------
+
+PLOT = f"leaderboard_length_{TASK}.png"
+
+
+def _drawn(arguments: list[str], settings):
+    """The task's plot drawn from a board built through the library on the same runs (what the CLI draws)."""
+    from capjudge.metrics.files.runs import read_runs
+    from capjudge.metrics.leaderboard.board import build_leaderboard
+    from capjudge.metrics.leaderboard.length_plot import draw_length_plot, length_plots
+
+    runs, notes = read_runs(arguments)
+    board = build_leaderboard(runs, settings, warnings=notes)
+    return board, draw_length_plot(length_plots(board)[TASK])
+
+
+def _png_size(path: Path) -> tuple[int, int]:
+    from PIL import Image
+
+    with Image.open(path) as image:
+        assert image.format == "PNG"
+        image.verify()
+    with Image.open(path) as image:
+        return image.size
+
+
+def _points(container) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """An errorbar's marker x and y, and its whiskers' (low, high) ends, as matplotlib holds them."""
+    xy = container.lines[0].get_xydata()
+    ends = np.array([[segment[0][0], segment[1][0]] for segment in container.lines[2][0].get_segments()])
+    return xy[:, 0], xy[:, 1], ends
+
+
+def test_the_plot_draws_the_tables_numbers(judged, tmp_path, capsys):
+    from capjudge.metrics.leaderboard.stats import LeaderboardSettings
+
+    out = tmp_path / "board"
+    code, err = _leaderboard(capsys, out, str(judged["loving"]), "--resamples", "300", "--seed", "7")
+    assert code == 0, err
+    board_csv = _csv(out)
+    width, height = _png_size(out / PLOT)
+    assert 500 <= width <= 1200 and 300 <= height <= 1200
+    _, drawn = _drawn([str(judged["loving"])], LeaderboardSettings(n_resamples=300, seed=7))
+    assert drawn.png() == (out / PLOT).read_bytes()  # the file is this figure
+    # Top to bottom in the length-controlled ranking of the table, each label naming both of the table's ranks.
+    order = _ranking(board_csv, LC)
+    assert [label.split("\n")[0] for label in drawn.labels] == order == ["terse", "medium", "verbose"]
+    raw_order = _ranking(board_csv, f"{TASK}/{METRIC}")
+    for label, name in zip(drawn.labels, order):
+        assert label.split("\n")[1] == f"raw #{raw_order.index(name) + 1} → LC #{order.index(name) + 1}"
+    axes = drawn.raw.lines[0].axes
+    assert [t.get_text() for t in axes.get_yticklabels()] == list(drawn.labels)
+    # Every pair changes order here: every label is marked.
+    assert {t.get_color() for t in axes.get_yticklabels()} == {"#c0392b"}
+    for container, column in ((drawn.controlled, LC), (drawn.raw, f"{TASK}/{METRIC}")):
+        x, y, ends = _points(container)
+        assert list(y) == sorted(y, reverse=True)  # the first model on top
+        assert x == pytest.approx([float(board_csv[name][column]) for name in order], rel=1e-12)
+        assert ends == pytest.approx(np.array([[float(board_csv[name][f"{column}_ci_low"]),
+                                                float(board_csv[name][f"{column}_ci_high"])] for name in order]), rel=1e-12)
+    x, _, ends = _points(drawn.beta)
+    row = board_csv["terse"]
+    assert x == pytest.approx([float(row[BETA])], rel=1e-12)
+    assert ends == pytest.approx(np.array([[float(row[f"{BETA}_ci_low"]), float(row[f"{BETA}_ci_high"])]]), rel=1e-12)
+    beta = float(row[BETA])
+    assert drawn.beta_title.get_text().startswith(f"beta = {beta:+.1f} [") and "CI above 0" in drawn.beta_title.get_text()
+    # leaderboard.md shows it under the column's note and says what it is.
+    markdown = (out / "leaderboard.md").read_text(encoding="utf-8")
+    assert f"![length-controlled plot]({PLOT})" in markdown.splitlines()
+    assert max(len(line) for line in markdown.splitlines()) <= 120
+
+
+def test_the_page_shows_the_plot_beside_the_column(judged, tmp_path, capsys, open_page):
+    import base64
+
+    out = tmp_path / "board"
+    code, err = _leaderboard(capsys, out, str(judged["loving"]))
+    assert code == 0 and (out / PLOT).exists(), err
+    visit = open_page(out / "leaderboard.html")
+    page = visit.page
+    assert visit.script_errors == [] and visit.offsite_requests() == [] and visit.broken_images() == []
+    image = page.locator(f"#task-{TASK} figure.length-plot img")
+    assert image.count() == 1 and image.is_visible()
+    natural = image.evaluate("img => [img.naturalWidth, img.naturalHeight]")
+    assert natural == list(_png_size(out / PLOT)) and natural[0] > 0
+    src = image.get_attribute("src")
+    assert base64.b64decode(src.split(",", 1)[1]) == (out / PLOT).read_bytes()  # inline: the page stands alone
+    # Beside the main table, whose fourth column is the length-controlled one; the page does not scroll sideways.
+    table = page.locator(f'table.main[data-task="{TASK}"]')
+    assert table.locator("th").nth(3).inner_text().replace("\u200b", "").replace("\n", " ").startswith("length-controlled")
+    table_box, image_box = table.bounding_box(), image.bounding_box()
+    assert image_box["x"] >= table_box["x"] + table_box["width"]
+    assert image_box["y"] < table_box["y"] + table_box["height"]
+    assert page.evaluate("() => document.documentElement.scrollWidth") <= 1366
+    caption = page.locator(f"#task-{TASK} figure.length-plot figcaption").inner_text()
+    assert PLOT in caption and "ordered by the length-controlled ranking" in caption
+    shot = visit.screenshot(tmp_path / "page.png")
+    shot_width, shot_height = _png_size(shot)
+    assert shot_width == 1366 and shot_height >= image_box["y"] + image_box["height"]
+    figure_shot = tmp_path / "figure.png"
+    page.locator(f"#task-{TASK} figure.length-plot").screenshot(path=str(figure_shot))
+    figure_width, figure_height = _png_size(figure_shot)
+    assert figure_width >= round(image_box["width"]) and figure_height >= round(image_box["height"])
+
+
+def test_no_plot_and_no_link_when_length_control_is_off(judged, tmp_path, capsys):
+    out = tmp_path / "board"
+    code, err = _leaderboard(capsys, out, str(judged["loving"]))
+    assert code == 0 and (out / PLOT).exists(), err
+    # Again into the same folder, turned off: the earlier plot goes with the column.
+    code, err = _leaderboard(capsys, out, str(judged["loving"]), "--no-length-control")
+    assert code == 0, err
+    assert sorted(path.name for path in out.iterdir()) == ["leaderboard.csv", "leaderboard.html", "leaderboard.md",
+                                                           "leaderboard.png"]
+    page = (out / "leaderboard.html").read_text(encoding="utf-8")
+    markdown = (out / "leaderboard.md").read_text(encoding="utf-8")
+    for text in (page, markdown):
+        assert "leaderboard_length" not in text and 'class="length-plot' not in text and "length-controlled" not in text
+    assert page.count("<img") == 1  # the chart alone
+
+
+@pytest.mark.parametrize("how", ["captions not logged", "one length per model"])
+def test_a_task_without_length_controlled_values_says_so_instead_of_a_plot(judged, tmp_path, capsys, open_page, how):
+    copy = tmp_path / "edited"
+    shutil.copytree(judged["loving"], copy)
+    words = {"terse": 5, "medium": 12, "verbose": 25}
+    for kind in SETS:
+        samples = next(copy.glob(f"{kind}/*_samples_{TASK}.jsonl"))
+        lines = [json.loads(line) for line in samples.read_text(encoding="utf-8").splitlines()]
+        for i, line in enumerate(lines):
+            if how == "captions not logged" and kind == "verbose" and i == 3:
+                line["judged"]["judgment"]["caption"] = None
+            elif how == "one length per model":  # length cannot be told from the model: beta is undefined
+                line["judged"]["judgment"]["caption"] = " ".join(["w"] * words[kind])
+        samples.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    out = tmp_path / "out"
+    code, err = _leaderboard(capsys, out, str(copy))
+    assert code == 0, err
+    assert not list(out.glob("leaderboard_length_*"))
+    why = "see the warnings" if how == "captions not logged" else "its length coefficient is undefined"
+    markdown = " ".join((out / "leaderboard.md").read_text(encoding="utf-8").split())
+    assert "No length-controlled plot for this task:" in markdown and why in markdown
+    visit = open_page(out / "leaderboard.html")
+    note = visit.page.locator(f"#task-{TASK} p.no-length-plot")
+    assert note.is_visible() and why in note.inner_text()
+    assert visit.image_count() == 1 and visit.broken_images() == []  # the chart; no empty plot, no dangling link
+
+
+HOSTILE_NAME = '<script>pwned()</script> "quoted" \'single\'\nsecond line $\\alpha$ cost $5 ' + "x" * 300
+
+
+@pytest.mark.filterwarnings("error::UserWarning")  # e.g. matplotlib's "Glyph 13 missing": a name drawn raw
+def test_hostile_model_names_are_drawn_and_shown_as_text(judged, tmp_path, capsys, open_page):
+    from capjudge.metrics.leaderboard.length_plot import LABEL_WIDTH
+    from capjudge.metrics.leaderboard.stats import LeaderboardSettings
+
+    names = {"terse": HOSTILE_NAME, "medium": "<b>medium</b>&amp;", "verbose": "$x^2$ \"v\"\r\n"}
+    arguments = [f"{names[kind]}={judged['loving'] / kind}" for kind in SETS]
+    out = tmp_path / "out"
+    code, err = _leaderboard(capsys, out, *arguments)
+    assert code == 0, err
+    assert _png_size(out / PLOT)[0] > 0
+    _, drawn = _drawn(arguments, LeaderboardSettings())
+    assert drawn.png() == (out / PLOT).read_bytes()
+    shown = [label.split("\n")[0] for label in drawn.labels]
+    assert len(shown) == 3 and all(len(label) <= LABEL_WIDTH for label in shown)
+    assert all("\r" not in label and label.count("\n") == 1 for label in drawn.labels)  # only the ranks' line
+    assert '$x^2$ "v"↵↵' in shown
+    assert shown[0].startswith("<script>") and shown[0].endswith("x" * 10) and "…" in shown[0]
+    assert "<b>medium</b>&amp;" in shown
+    visit = open_page(out / "leaderboard.html")
+    assert visit.script_errors == [] and visit.broken_images() == []  # pwned() was never called: not a script
+    assert visit.page.locator("b").count() == 0 and visit.page.locator("script").count() == 1
+    cells = visit.page.locator(f'table.main[data-task="{TASK}"] td.model').all_text_contents()
+    # The names exactly, as text (an HTML parser reads a CR LF in text as one LF).
+    assert sorted(cells) == sorted(name.replace("\r\n", "\n") for name in names.values())
+    assert visit.page.locator(f"#task-{TASK} figure.length-plot img").count() == 1
+
+
+def test_runs_the_leaderboard_refuses_get_no_plot(judged, tmp_path, capsys):
+    # A NAME= label on a folder of three runs: refused as before, in one line, and nothing is written.
+    out = tmp_path / "out"
+    code, err = _leaderboard(capsys, out, f"{HOSTILE_NAME.splitlines()[0]}={judged['loving']}")
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and "a NAME= label needs one run" in lines[0], err
+    assert not list(out.glob("leaderboard*"))
+
+
+def test_task_names_become_safe_distinct_file_names(judged, tmp_path):
+    """A task's name is data (a results file's key): its plot's file stays in --out, one per task."""
+    import dataclasses
+
+    from capjudge.metrics.leaderboard.length_plot import file_names, render_length_pngs
+    from capjudge.metrics.leaderboard.render import write_leaderboard
+    from capjudge.metrics.leaderboard.stats import LeaderboardSettings
+
+    board, _ = _drawn([str(judged["loving"])], LeaderboardSettings(n_resamples=50))
+    tasks = ['../../escape "<b>" $x$', "a/b", "a?b", "x" * 300]
+    control, column = board.length_control[TASK], board.task_rank_columns[TASK]
+    renamed = dataclasses.replace(board, length_control={task: control for task in tasks},
+                                  task_rank_columns={**board.task_rank_columns, **{task: column for task in tasks}})
+    names = file_names(renamed)
+    assert list(names.values()) == ["leaderboard_length_.._.._escape___b____x_.png", "leaderboard_length_a_b.png",
+                                    "leaderboard_length_a_b_2.png", f"leaderboard_length_{'x' * 60}.png"]
+    assert set(render_length_pngs(renamed)) == set(names.values())
+    out = tmp_path / "out"
+    files = write_leaderboard(renamed, out)
+    assert sorted(path.name for path in files.length_plots) == sorted(names.values())
+    assert all(path.parent == out for path in files.length_plots)
+    assert sorted(path.name for path in tmp_path.rglob("*.png")) == sorted([*names.values(), "leaderboard.png"])

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import math
 
+from capjudge.metrics.leaderboard.length_plot import drawable_names
 from capjudge.metrics.leaderboard.table import Leaderboard
 
 
@@ -33,8 +34,11 @@ def render_chart_png(board: Leaderboard) -> bytes:
         colours = ["#c0392b" if (row.comparison_for(column) and row.comparison_for(column).significant) else "#2e86c1" for row in rows]
         positions = list(range(len(rows)))
         axes.bar(positions, values, color=colours, yerr=[lower, upper], capsize=4, ecolor="#333333")
-        # Names and metrics are data: `$...$` in one is text, not mathtext to typeset (or to fail on).
-        axes.set_xticks(positions, [row.name for row in rows], rotation=30, ha="right", fontsize=8, parse_math=False)
+        # Names and metrics are data: `$...$` in one is text, not mathtext to typeset (or to fail on); a line
+        # break or a 300-character name is shown as one line of a sensible length.
+        labels = drawable_names([row.name for row in rows])
+        axes.set_xticks(positions, [labels[row.name] for row in rows], rotation=30, ha="right", fontsize=8,
+                        parse_math=False)
         axes.set_title(column.label, fontsize=10, parse_math=False)
         axes.grid(axis="y", alpha=0.3)
     figure.suptitle(f"Means with {board.settings.confidence:.0%} bootstrap CIs (red: significantly worse than the top model)", fontsize=10)

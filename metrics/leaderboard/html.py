@@ -8,19 +8,30 @@ when a task has more of them than the screen is wide. A model's name links to it
 the board carries a report URL for it (`build_leaderboard(report_url=...)`). A task judged by a panel of judges
 ends with its panel part (`div.panel`): the members' rankings, the pairs they order differently (`ul.flips`,
 each item naming its two models in `data-first`/`data-second`) and their agreement, tables that scroll in their
-own box.
+own box. A task with length-controlled scores shows its plot (`capjudge.metrics.leaderboard.length_plot`, the
+same PNG as the file written beside the page, inline) in `figure.length-plot` right beside its main table
+(under it when the screen is too narrow for both); a task that could have one but has none says why
+(`p.no-length-plot`).
 """
 
 from __future__ import annotations
 
 import base64
 import html
+from collections.abc import Mapping
 from functools import cache
 from importlib.resources import files
 from string import Template
 
 from capjudge.metrics.leaderboard.table import Leaderboard, LeaderboardRow
 from capjudge.metrics.leaderboard.layout import Cell, DisplayColumn, PanelSection, TaskSection, legend, task_sections
+from capjudge.metrics.leaderboard.length_plot import (
+    LengthPlot,
+    length_plots,
+    missing_plot_note,
+    plot_caption,
+    render_length_pngs,
+)
 
 
 @cache
@@ -28,8 +39,12 @@ def _template(name: str) -> str:
     return (files("capjudge.metrics") / "templates" / name).read_text(encoding="utf-8")
 
 
-def render_html(board: Leaderboard, png: bytes) -> str:
+def render_html(board: Leaderboard, png: bytes, length_pngs: Mapping[str, bytes] | None = None) -> str:
+    """The page, with `png` as its chart and `length_pngs` (file name -> PNG, as `render_length_pngs` makes
+    them; made here when not given) beside the tables of their tasks."""
     escape = html.escape
+    pngs = render_length_pngs(board) if length_pngs is None else length_pngs
+    plots = length_plots(board)
     warnings = ""
     if board.warnings:
         items = "".join(f"<li>⚠ {escape(w)}</li>" for w in board.warnings)
@@ -38,23 +53,38 @@ def render_html(board: Leaderboard, png: bytes) -> str:
         style=_template("leaderboard.css"),
         script=_template("leaderboard.js"),
         warnings=warnings,
-        sections="\n".join(_section(section) for section in task_sections(board)),
+        sections="\n".join(_section(section, _length_plot(plots.get(section.task), pngs),
+                                    missing_plot_note(board, section.task)) for section in task_sections(board)),
         usage=_usage(board),
         method=escape(legend(board)),
         chart=base64.b64encode(png).decode("ascii"),
     )
 
 
-def _section(section: TaskSection) -> str:
+def _length_plot(plot: LengthPlot | None, pngs: Mapping[str, bytes]) -> str:
+    if plot is None or plot.file_name not in pngs:
+        return ""
+    escape = html.escape
+    alt = f"{plot.task}: raw and length-controlled {plot.metric} per model with their CIs, and beta with its CI"
+    data = base64.b64encode(pngs[plot.file_name]).decode("ascii")
+    return (f'<figure class="length-plot" id="length-plot-{escape(plot.task)}">'
+            f'<img alt="{escape(alt)}" src="data:image/png;base64,{data}">'
+            f'<figcaption>{escape(plot_caption(plot))}</figcaption></figure>')
+
+
+def _section(section: TaskSection, length_plot: str, missing_plot: str) -> str:
     escape = html.escape
     keys = (section.keys[0], section.keys[1])
+    main = _table((*keys, *section.main), section.rows, section.task, "main")
     parts = [
         f'<section id="task-{escape(section.task)}"><h2>{escape(section.task)}</h2>',
         f'<p class="caption">{escape(section.caption)}</p>',
-        _table((*keys, *section.main), section.rows, section.task, "main"),
+        f'<div class="beside">{main}{length_plot}</div>' if length_plot else main,
     ]
     if section.length_note:
         parts.append(f'<p class="note length-control">{escape(section.length_note)}</p>')
+    if missing_plot:
+        parts.append(f'<p class="note no-length-plot">{escape(missing_plot)}</p>')
     if section.others:
         parts += [
             '<p class="note">Other metrics: mean with its CI under it; rates in % of the items.</p>',

@@ -43,6 +43,9 @@ METHOD = (
     "({reference}) on the same scale. Brackets: {confidence:.0%} percentile CI from an item bootstrap "
     "({n_resamples} resamples, seed {seed}) that re-estimates beta and every mean in each resample."
 )
+# After "TASK: " in the warning of a task whose column a run's unlogged captions took away (the page's plot
+# note names that reason when it finds this warning).
+NO_CAPTIONS_WARNING = "no length-controlled column: the judged captions are not logged"
 
 
 @dataclass(frozen=True)
@@ -99,8 +102,7 @@ def length_control(
             elif captions.keys:
                 models[run.name] = captions
         if missing:
-            warnings.append(f"{task}: no length-controlled column: the judged captions are not logged in the run of "
-                            + "; ".join(missing))
+            warnings.append(f"{task}: {NO_CAPTIONS_WARNING} in the run of " + "; ".join(missing))
             continue
         if len(models) < 2:
             continue

@@ -1,5 +1,6 @@
-"""Writers for a `Leaderboard`: leaderboard.md, leaderboard.csv, leaderboard.png and a self-contained
-leaderboard.html (`capjudge.metrics.leaderboard.html`).
+"""Writers for a `Leaderboard`: leaderboard.md, leaderboard.csv, leaderboard.png, a self-contained
+leaderboard.html (`capjudge.metrics.leaderboard.html`) and, per task with a length-controlled column,
+leaderboard_length_<task>.png (`capjudge.metrics.leaderboard.length_plot`).
 
 leaderboard.md is for people, in a terminal as much as rendered: one section per task (its layout is
 `capjudge.metrics.leaderboard.layout`), tables padded into columns and cut into tables no wider than
@@ -42,6 +43,14 @@ from capjudge.metrics.leaderboard.panel import TaskPanel
 from capjudge.metrics.leaderboard.table import Leaderboard
 from capjudge.metrics.leaderboard.chart import render_chart_png
 from capjudge.metrics.leaderboard.html import render_html
+from capjudge.metrics.leaderboard.length_plot import (
+    FILE_PREFIX as LENGTH_PLOT_PREFIX,
+    LengthPlot,
+    length_plots,
+    missing_plot_note,
+    plot_caption,
+    render_length_pngs,
+)
 from capjudge.metrics.leaderboard.layout import (
     Cell,
     DisplayColumn,
@@ -70,26 +79,36 @@ class LeaderboardFiles:
     csv: Path
     html: Path
     png: Path
+    length_plots: tuple[Path, ...] = ()  # leaderboard_length_<task>.png, one per task with length-controlled scores
 
 
 def write_leaderboard(board: Leaderboard, out_dir: Path) -> LeaderboardFiles:
-    """Write the four files into `out_dir` (made if missing): each is rendered and written to a temporary
-    file first, and only when all four are complete are they moved into place."""
+    """Write the four files and each task's length-controlled plot into `out_dir` (made if missing): each is
+    rendered and written to a temporary file first, and only when all are complete are they moved into place.
+    A length plot an earlier leaderboard left in `out_dir` that this board does not draw (length control
+    turned off, a task gone) is removed, so the folder never shows a plot its pages do not."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
+    length_pngs = render_length_pngs(board)
     files = LeaderboardFiles(
-        out_dir / "leaderboard.md", out_dir / "leaderboard.csv", out_dir / "leaderboard.html", out_dir / "leaderboard.png"
+        out_dir / "leaderboard.md", out_dir / "leaderboard.csv", out_dir / "leaderboard.html", out_dir / "leaderboard.png",
+        tuple(out_dir / name for name in length_pngs),
     )
     png = render_chart_png(board)
     staged: dict[Path, Path] = {}
+    contents = [(files.png, png), *((out_dir / name, plot) for name, plot in length_pngs.items()),
+                (files.markdown, render_markdown(board)), (files.csv, render_csv(board)),
+                (files.html, render_html(board, png, length_pngs))]
     try:
-        for path, content in ((files.png, png), (files.markdown, render_markdown(board)), (files.csv, render_csv(board)),
-                              (files.html, render_html(board, png))):
+        for path, content in contents:
             staged[path] = stage(path, [content])
         for path, temporary in staged.items():
             publish_replacing(temporary, path)
     finally:
         discard(*staged.values())
+    for left in out_dir.glob(f"{LENGTH_PLOT_PREFIX}*.png"):
+        if left not in files.length_plots:
+            left.unlink(missing_ok=True)
     return files
 
 
@@ -100,6 +119,7 @@ def write_leaderboard(board: Leaderboard, out_dir: Path) -> LeaderboardFiles:
 
 def render_markdown(board: Leaderboard, width: int = MARKDOWN_WIDTH) -> str:
     lines = ["# Leaderboard", ""]
+    plots = length_plots(board)
     if board.warnings:
         lines += ["## Warnings", ""]
         for warning in board.warnings:
@@ -107,10 +127,20 @@ def render_markdown(board: Leaderboard, width: int = MARKDOWN_WIDTH) -> str:
         lines.append("")
     shorts = short_names([row.name for row in board.rows])
     for section in task_sections(board):
-        lines += _section_lines(section, shorts, width)
+        lines += _section_lines(section, shorts, width,
+                                _length_plot_lines(board, section.task, plots.get(section.task), width))
     lines += ["## Method", ""] + _wrapped(legend(board), width) + [""]
     lines += _usage_lines(board, shorts, width)
     return "\n".join(lines)
+
+
+def _length_plot_lines(board: Leaderboard, task: str, plot: LengthPlot | None, width: int) -> list[str]:
+    """After the task's section: its length-controlled plot as an image (a file beside this one: its name is
+    made of safe characters only, so it needs no escaping) and what it shows, or why it has none."""
+    if plot is None:
+        note = missing_plot_note(board, task)
+        return _wrapped(note, width) + [""] if note else []
+    return [f"![length-controlled plot]({plot.file_name})", ""] + _wrapped(plot_caption(plot), width) + [""]
 
 
 def markdown_text(text: str) -> str:
@@ -126,7 +156,7 @@ def _wrapped(text: str, width: int) -> list[str]:
     return textwrap.wrap(markdown_text(text), width, break_on_hyphens=False)
 
 
-def _section_lines(section: TaskSection, shorts: dict[str, str], width: int) -> list[str]:
+def _section_lines(section: TaskSection, shorts: dict[str, str], width: int, plot_lines: list[str]) -> list[str]:
     rank, model = section.keys
     model, names_note = _with_short_names(model, shorts, width)
     keys = (rank, model)
@@ -135,6 +165,7 @@ def _section_lines(section: TaskSection, shorts: dict[str, str], width: int) -> 
         lines += _table(keys + tuple(chunk)) + [""]
     if section.length_note:  # under the main table, as on the page
         lines += _wrapped(section.length_note, width) + [""]
+    lines += plot_lines
     if section.others:
         lines += _wrapped("Other metrics: mean [CI]; rates in % of the items.", width) + [""]
         for chunk in _packed(keys, section.others, width):

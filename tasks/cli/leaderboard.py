@@ -15,7 +15,8 @@ def register(groups: Any) -> None:
         help="rank models from lmms-eval output folders, with bootstrap CIs and paired tests",
         description=(
             "Read lmms-eval output folders (results JSON and, from --log_samples, per-sample JSONL) of several "
-            "models on the same tasks; write leaderboard.md, .csv, .html and .png."
+            "models on the same tasks; write leaderboard.md, .csv, .html and .png, and per task with a "
+            "length-controlled column leaderboard_length_<task>.png."
         ),
     )
     parser.add_argument(
@@ -33,8 +34,8 @@ def register(groups: Any) -> None:
     parser.add_argument("--alpha", type=float, default=0.05, help="significance level after Holm correction")
     parser.add_argument(
         "--no-length-control", dest="length_control", action="store_false",
-        help="leave out the length-controlled column (each task's main score re-predicted at the reference "
-             "caption length; shown by default beside the raw mean, which still ranks)",
+        help="leave out the length-controlled column and its plot (each task's main score re-predicted at the "
+             "reference caption length; shown by default beside the raw mean, which still ranks)",
     )
     parser.add_argument(
         "--report-url", metavar="TEMPLATE",
@@ -70,7 +71,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"warning: {warning}", file=sys.stderr)
     files = write_leaderboard(board, Path(args.out))
     ranked = ", ".join(f"{row.rank or '—'}. {row.name}" for row in board.rows)
-    print(f"{len(board.rows)} models ({ranked}); wrote {files.markdown}, {files.csv}, {files.html}, {files.png}")
+    written = ", ".join(str(path) for path in (files.markdown, files.csv, files.html, files.png, *files.length_plots))
+    print(f"{len(board.rows)} models ({ranked}); wrote {written}")
     return 0
 
 
