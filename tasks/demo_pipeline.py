@@ -146,6 +146,8 @@ def _run_steps(options: DemoOptions, out: Path, steps: list[str], server_context
     print(f"  lmms-eval outputs: {out / 'runs'}/<caption set>/")
     for name in ("leaderboard.md", "leaderboard.csv", "leaderboard.html", "leaderboard.png", "report/report.html"):
         print(f"  {out / name}")
+    for plot in sorted(out.glob("leaderboard_length_*.png")):  # one per task with length-controlled scores
+        print(f"  {plot}")
     print("\n" + (out / "leaderboard.md").read_text())
     if board.warnings:
         print("Warnings:", *board.warnings, sep="\n  ")
