@@ -271,6 +271,34 @@ def test_panel_file_problems_are_one_line_naming_the_member(tmp_path, monkeypatc
     assert secret not in json.dumps(panel.logged())
 
 
+def test_a_panel_read_without_keys_has_each_members_configuration_less_its_key(tmp_path):
+    """`capjudge estimate` reads the panel without keys (configs=False) and finds each member's budget folder from
+    its `keyless` configuration: the configuration a run sends with, less the key, cache scope included."""
+    from dataclasses import replace
+
+    from capjudge.judges.client.budget import judge_budget_folder
+
+    secret = "sk-" + "k" * 40
+    members = [{"name": "here", "model": "m", "base_url": "http://127.0.0.1:9/v1"},
+               {"name": "there", "model": "m", "base_url": "http://127.0.0.1:10/v1"},  # one model, two servers
+               {"name": "openai", "model": "gpt-4o", "api_key_env": "THE_KEY"}]
+    path = tmp_path / "panel.json"
+    path.write_text(json.dumps({"members": members}))
+    env = {"CAPJUDGE_CACHE": str(tmp_path / "c" / "cache.sqlite"), "CAPJUDGE_TIMEOUT": "7"}
+    run = load_panel(path, {**env, "THE_KEY": secret})
+    counted = load_panel(path, env, configs=False)  # THE_KEY unset
+    for sent, read in zip(run.members, counted.members):
+        assert read.config is None and read.keyless is not None and read.keyless.api_key is None
+        assert replace(read.keyless, api_key=sent.config.api_key) == sent.config
+        assert judge_budget_folder(read.keyless) == judge_budget_folder(sent.config)
+    assert [m.keyless.cache_scope is not None for m in counted.members] == [True, True, False]
+    assert secret not in repr(counted) and secret not in repr(run.members[2].keyless)
+    # What a run refuses in a member's place is refused by the keyless read too: one line naming the member.
+    path.write_text(json.dumps({"members": [members[0], {"name": "az", "model": "d", "api_type": "azure"}]}))
+    with pytest.raises(ConfigError, match=r"^panel file .*: member 'az': API_TYPE=azure needs AZURE_OPENAI_ENDPOINT"):
+        load_panel(path, env, configs=False)
+
+
 def test_estimate_prices_a_panel_run_per_member_without_any_key(tmp_path):
     members = [{"name": "cheap", "model": "gpt-4o-mini", "api_key_env": "NOT_SET_HERE", "price_input": 0.15,
                 "price_output": 0.6},
@@ -296,6 +324,13 @@ def test_estimate_prices_a_panel_run_per_member_without_any_key(tmp_path):
     assert f"local (qwen): {N_ITEMS} requests, cost {cost(1, 1)} (prices from --price-input/--price-output)" in out
     total = (tokens_in * (0.15 + 2.5 + 1) + tokens_out * (0.6 + 10 + 1)) / 1e6
     assert f"panel total: {3 * N_ITEMS} requests, cost ${total:,.2f}" in out
+    # Each member's learned charge is looked up where a run of it would keep it (no run yet: none), found
+    # without the key its variable would hold (OpenAI's members need one to run), and no folder is made to look.
+    for name, where in (("cheap", "https://api.openai.com/v1, gpt-4o-mini"), ("big", "https://api.openai.com/v1, gpt-4o"),
+                        ("local", "http://127.0.0.1:9/v1, qwen")):
+        assert re.search(rf"^learned charge of panel member {name} \({re.escape(where)}\): none learned yet "
+                         rf"\({re.escape(str(tmp_path / '.cache' / 'capjudge'))}/budget-[0-9a-f]+ holds none\)$", out, re.MULTILINE), out
+    assert not (tmp_path / ".cache").exists()
 
 
 def _panel_references_run(tmp_path, task: str, limit: int, data_env: dict[str, str]):

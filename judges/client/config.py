@@ -127,8 +127,10 @@ class JudgeConfig:
     cache_scope: str | None = None
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None, **overrides: object) -> "JudgeConfig":
-        """Arguments given here win; anything left as None is taken from `env` (default os.environ)."""
+    def from_env(cls, env: Mapping[str, str] | None = None, *, require_key: bool = True,
+                 **overrides: object) -> "JudgeConfig":
+        """Arguments given here win; anything left as None is taken from `env` (default os.environ).
+        `require_key=False`: a configuration that may lack its key (see `validate`), never one to send with."""
         env = os.environ if env is None else env
         given = {key: value for key, value in overrides.items() if value is not None}
         api_type = str(given.get("api_type") or env.get("API_TYPE") or "openai").lower()
@@ -166,12 +168,12 @@ class JudgeConfig:
         if values.get("cache_path") is None:
             values["cache_path"] = Path("~/.cache/capjudge/judge_cache.sqlite").expanduser()
         config = cls(**values)  # type: ignore[arg-type]
-        config.validate()
+        config.validate(require_key=require_key)
         return config
 
-    def with_overrides(self, **changes: object) -> "JudgeConfig":
+    def with_overrides(self, *, require_key: bool = True, **changes: object) -> "JudgeConfig":
         config = replace(self, **changes)  # type: ignore[arg-type]
-        config.validate()
+        config.validate(require_key=require_key)
         return config
 
     @property
@@ -209,7 +211,10 @@ class JudgeConfig:
             found.append((str(self.api_key), REDACTED))
         return tuple(found)
 
-    def validate(self) -> None:
+    def validate(self, *, require_key: bool = True) -> None:
+        """Every setting within its bounds, and (`require_key`) a key unless the server is local. Without the key
+        check it is where a judge is and what it asks (endpoint, model, cache, budget folder), for what reads
+        what earlier runs left (`capjudge estimate`) and sends nothing."""
         for setting in BOUNDS:
             problem = bound_problem(setting, getattr(self, setting))
             if problem is not None:
@@ -219,7 +224,7 @@ class JudgeConfig:
             raise ConfigError(f"the judge model {self.model!r} {model_problem}")
         if self.api_type == "azure" and not self.azure_endpoint:
             raise ConfigError("API_TYPE=azure needs AZURE_OPENAI_ENDPOINT (or azure_endpoint=...)")
-        if not self.api_key and not self.is_local:
+        if require_key and not self.api_key and not self.is_local:
             where = "AZURE_OPENAI_API_KEY" if self.api_type == "azure" else "OPENAI_API_KEY"
             raise ConfigError(
                 f"no API key for the judge at {self.endpoint_label}: set {where}, or point OPENAI_BASE_URL at a "

@@ -49,7 +49,6 @@ from capjudge.judges.client.config import (
     ConfigError,
     JudgeConfig,
     bound_problem,
-    endpoint_identity,
     public_url,
     whitespace_problem,
 )
@@ -102,6 +101,9 @@ class PanelMember:
     model: str = ""
     prices: tuple[float, float] | None = None  # (input, output) USD per 1M tokens, when the file gives them
     endpoint: str = ""  # the server it asks, normalised (JudgeConfig.endpoint_identity): what tells judges apart
+    # `config` without its key, built either way: where the member is (endpoint, model, cache, budget folder)
+    # for what reads what its earlier runs left (`capjudge estimate`'s learned charge). Nothing sends with it.
+    keyless: JudgeConfig | None = None
 
 
 @dataclass(frozen=True)
@@ -148,7 +150,8 @@ def configured_panel(metadata: Mapping[str, Any] | None = None, env: Mapping[str
 
 def load_panel(path: Path, env: Mapping[str, str] | None = None, *, configs: bool = True) -> Panel:
     """Read and check a panel file; each member's configuration is built (and validated) here, unless
-    `configs=False` (`capjudge estimate`, which sends nothing: then no key, endpoint or cache is needed)."""
+    `configs=False` (`capjudge estimate`, which sends nothing: then no key is read, and only each member's
+    `keyless` configuration is built, which names where it is and opens nothing)."""
     import yaml
 
     env = os.environ if env is None else env
@@ -198,11 +201,13 @@ def _keyed_apart(members: tuple[PanelMember, ...]) -> tuple[PanelMember, ...]:
     keys, so neither is answered with the other's cached replies (issue 36: the second was never asked). The
     others keep the keys a single judge of their model has, so their caches stay valid."""
     models = [member.model for member in members]
-    return tuple(
-        replace(member, config=member.config.with_overrides(cache_scope=member.endpoint))
-        if member.config is not None and models.count(member.model) > 1 else member
-        for member in members
-    )
+    def scoped(member: PanelMember) -> PanelMember:
+        config, keyless = member.config, member.keyless
+        return replace(member,
+                       config=None if config is None else config.with_overrides(cache_scope=member.endpoint),
+                       keyless=None if keyless is None else keyless.with_overrides(cache_scope=member.endpoint,
+                                                                                   require_key=False))
+    return tuple(scoped(member) if models.count(member.model) > 1 else member for member in members)
 
 
 def _member(entry: Any, position: int, where: str, env: Mapping[str, str], configs: bool = True) -> PanelMember:
@@ -246,27 +251,31 @@ def _member(entry: Any, position: int, where: str, env: Mapping[str, str], confi
     if key_variable is not None and key_variable not in env and not looks_like_variable_name(key_variable):
         raise ConfigError(f"{at}: `api_key_env` does not look like a variable name (it must name the environment "
                           "variable that holds the key, never hold the key itself; its value is not shown here)")
-    endpoint = endpoint_identity(api_type, text.get("base_url"), text.get("azure_endpoint"))
+    member_env = {k: v for k, v in env.items() if k not in _SINGLE_JUDGE_VARIABLES}
+    try:
+        # One construction for both reads: the configuration a run sends with is this one and its key, so a
+        # read without keys finds the same endpoint, model, cache and budget folder a run uses.
+        keyless = JudgeConfig.from_env(
+            member_env, require_key=False, api_type=api_type, model=text["model"], base_url=text.get("base_url"),
+            azure_endpoint=text.get("azure_endpoint"), api_version=text.get("api_version"), **numbers)
+    except ConfigError as error:
+        raise ConfigError(f"{at}: {error}") from None
     if not configs:
-        return PanelMember(name, None, text["model"], member_prices, endpoint)
+        return PanelMember(name, None, text["model"], member_prices, keyless.endpoint_identity, keyless)
     api_key = None
     if key_variable is not None:
         api_key = env.get(key_variable)
         if not api_key:
             raise ConfigError(f"{at}: api_key_env names {key_variable}, which is not set")
-    member_env = {k: v for k, v in env.items() if k not in _SINGLE_JUDGE_VARIABLES}
     try:
-        config = JudgeConfig.from_env(
-            member_env, api_type=api_type, model=text["model"], base_url=text.get("base_url"),
-            azure_endpoint=text.get("azure_endpoint"), api_version=text.get("api_version"), api_key=api_key,
-            **numbers)
+        config = keyless.with_overrides(api_key=api_key)
     except ConfigError as error:
         if api_key is None and str(error).startswith("no API key"):
             place = text.get("base_url") or text.get("azure_endpoint")
             raise ConfigError(f"{at}: no API key for {public_url(place) if place else 'OpenAI'}: "
                               "name the variable that holds it with `api_key_env`") from None
         raise ConfigError(f"{at}: {error}") from None
-    return PanelMember(name, config, text["model"], member_prices, config.endpoint_identity)
+    return PanelMember(name, config, text["model"], member_prices, config.endpoint_identity, keyless)
 
 
 def _member_numbers(entry: Mapping[str, Any], at: str) -> dict[str, object]:

@@ -37,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
     from capjudge.judges.client.charge import BudgetFileError
     from capjudge.judges.client.config import ConfigError
     from capjudge.judges.datasets.items import DatasetError
-    from capjudge.tasks.judging.estimate import estimate_task, learned_charge_line
+    from capjudge.tasks.judging.estimate import estimate_task
     from capjudge.tasks.judging.stage import JudgeStageError
     from capjudge.models.captions_file import CaptionsFileError
 
@@ -47,11 +47,10 @@ def run(args: argparse.Namespace) -> int:
             raise EstimateError("--reask-rate and --output-tokens must be >= 0, --limit >= 1")
         estimate = estimate_task(args.task, args.include_path, args.run, args.captions, limit=args.limit,
                                  reask_rate=args.reask_rate, output_tokens=args.output_tokens, prices=prices)
-        learned = learned_charge_line()
     except (EstimateError, JudgeStageError, ConfigError, DatasetError, CaptionsFileError, BudgetFileError) as error:
         print(f"capjudge estimate: {error}", file=sys.stderr)
         return 2
-    print("\n".join(estimate.lines() + ([learned] if learned else [])))
+    print("\n".join(estimate.lines()))
     return 0
 
 

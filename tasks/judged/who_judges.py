@@ -103,6 +103,12 @@ class WhoJudges:
         from the panel file alone, so no key or endpoint is needed (the one judge is priced at --price-*)."""
         raise NotImplementedError
 
+    def keyless_configs(self) -> tuple[tuple[str, JudgeConfig], ...]:
+        """(name, configuration without its key) of each member, built as a run builds it (where it sends, its
+        model, its reply cache and so its budget folder), for `capjudge estimate`, which reads what earlier runs
+        learned there and sends nothing: no key is read, so a member whose key variable is unset is still here."""
+        raise NotImplementedError
+
 
 class OneJudge(WhoJudges):
     """One judge (the environment's: OPENAI_BASE_URL, MODEL_VERSION, ...): a panel of one whose combination is
@@ -142,6 +148,12 @@ class OneJudge(WhoJudges):
 
     def priced_members(self) -> tuple[tuple[str, str, tuple[float, float] | None], ...]:
         return ()
+
+    def keyless_configs(self) -> tuple[tuple[str, JudgeConfig], ...]:
+        try:
+            return ((ONE_JUDGE, JudgeConfig.from_env(require_key=False)),)
+        except ConfigError:
+            return ()  # no judge a run could build (a run refuses it with this error): no folder of its to read
 
 
 class PanelOfJudges(WhoJudges):
@@ -201,6 +213,9 @@ class PanelOfJudges(WhoJudges):
 
     def priced_members(self) -> tuple[tuple[str, str, tuple[float, float] | None], ...]:
         return tuple((m.name, m.model, m.prices) for m in self.panel.members)
+
+    def keyless_configs(self) -> tuple[tuple[str, JudgeConfig], ...]:
+        return tuple((m.name, m.keyless) for m in self.panel.members if m.keyless is not None)
 
 
 def who_judges(settings: Any, metadata: Mapping[str, Any] | None, *, configs: bool = True) -> WhoJudges:

@@ -17,18 +17,26 @@ judges (CAPJUDGE_PANEL, capjudge.judges.client.panel) every member asks every re
 its own `price_input`/`price_output` from the panel file or else at --price-*, and the panel's total; the panel
 file is read without its keys (nothing is sent). After a run, the usage the API reported is in every sample's
 record and in the leaderboard's "Judge usage" table.
+
+Then what earlier runs learned of the API's charge per request (capjudge.judges.client.charge), read from the
+budget folder a run of each judge uses (`learned_charges`): for the one judge a line when its folder holds a
+learned charge; for a panel a line per member, its charge or "none learned yet". Read-only, and keyless.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
+from capjudge.judges.client.charge import LearnedCharge
 from capjudge.judges.client.rate_limits import TokenEstimate, estimate_tokens
 from capjudge.judges.types import ChatRequest, JudgeOutcome, JudgeReply, ParseFailure, Usage
+
+if TYPE_CHECKING:
+    from capjudge.tasks.judged.who_judges import WhoJudges
 
 # A reply's length when none is given: G-VEval's four statements with their reasoning run to about this.
 DEFAULT_OUTPUT_TOKENS = 200
@@ -71,6 +79,7 @@ class CostEstimate:
     cost: float | None  # per judge (with a panel: at the --price-* prices, when given)
     members: tuple[MemberCost, ...] = ()  # with a panel (CAPJUDGE_PANEL): every member asks every request
     unit: str = "items"  # what `items` counts: a task's items, or a sensitivity run's judgments
+    charges: tuple[MemberCharge, ...] = ()  # what earlier runs learned of the API's charge (`capjudge estimate`)
 
     def lines(self) -> list[str]:
         cost = f"${self.cost:,.2f}" if self.cost is not None else "(give --price-input and --price-output)"
@@ -80,8 +89,9 @@ class CostEstimate:
             f"  input tokens:  {self.text_tokens + self.image_tokens:,} ({self.text_tokens:,} text + {self.image_tokens:,} images){per}",
             f"  output tokens: {self.output_tokens:,.0f} expected{per}",
         ]
+        learned = [line for line in (charge.line() for charge in self.charges) if line is not None]
         if not self.members:
-            return [*lines, f"  cost: {cost}"]
+            return [*lines, f"  cost: {cost}", *learned]
         lines.append(f"  panel of {len(self.members)} judges, each asked every request:")
         for member in self.members:
             priced = (f"${member.cost:,.2f} (prices from {member.prices_from})" if member.cost is not None
@@ -90,7 +100,7 @@ class CostEstimate:
         costs = [member.cost for member in self.members]
         total = f"${sum(costs):,.2f}" if all(c is not None for c in costs) else "(not every member has a price)"  # type: ignore[misc]
         lines.append(f"  panel total: {self.requests * len(self.members):,.0f} requests, cost {total}")
-        return lines
+        return [*lines, *learned]
 
 
 def estimate_task(task_name: str, include_path: Path, run: Path | None, captions: Path | None, *, limit: int | None,
@@ -102,15 +112,17 @@ def estimate_task(task_name: str, include_path: Path, run: Path | None, captions
     with counting_requests_only():
         task = load_judged_task(task_name, include_path)
         # A panel (CAPJUDGE_PANEL) asks every request of every member; read without keys, since nothing is sent.
-        priced_members = task.who_judges().priced_members()
+        who = task.who_judges()
+        priced_members = who.priced_members()
     docs = list(task.eval_docs)
     if run is not None or captions is not None:
         items = [(doc, caption) for _, doc, caption in pair_captions(caption_source(run, captions, task_name, None), docs, task)]
     else:
         items = [(doc, _stand_in_caption(doc)) for doc in docs]
     counted = items[:limit] if limit else items
-    return price_items(task, task_name, len(items), counted, reask_rate=reask_rate, output_tokens=output_tokens,
-                       prices=prices, priced_members=priced_members)
+    estimate = price_items(task, task_name, len(items), counted, reask_rate=reask_rate, output_tokens=output_tokens,
+                           prices=prices, priced_members=priced_members)
+    return replace(estimate, charges=learned_charges(who))
 
 
 def price_items(task: Any, name: str, total: int, counted: Sequence[tuple[Mapping[str, Any], str]], *,
@@ -148,30 +160,51 @@ def price_items(task: Any, name: str, total: int, counted: Sequence[tuple[Mappin
     return CostEstimate(name, total, requests, round(text), round(images), output, priced(prices), members, unit)
 
 
-def learned_charge_line() -> str | None:
-    """What the judge's budget folder has learned of the API's charge per request (earlier runs, from its
-    rate-limit headers: capjudge.judges.client.charge), as a line; None when it holds nothing learned or no judge
-    is configured. The budget folder is the one a run would use (beside CAPJUDGE_CACHE, per endpoint and model);
-    nothing is made, nothing sent, and no key is read (the one given here only passes the check that a run has
-    one). An unreadable window file is a BudgetFileError naming it."""
-    import time
+@dataclass(frozen=True)
+class MemberCharge:
+    """What one judge's budget folder holds of the API's charge per request, learned by earlier runs from its
+    rate-limit headers (capjudge.judges.client.charge)."""
 
+    member: str | None  # the panel member; None for the one judge
+    endpoint: str  # its endpoint label (JudgeConfig.endpoint_label: no credentials)
+    model: str | None
+    folder: Path  # the budget folder a run of this judge uses
+    learned: LearnedCharge | None  # None: nothing learned there (or no folder yet)
+
+    def line(self) -> str | None:
+        """The line `capjudge estimate` prints. The one judge: only when something is learned (no line: none).
+        A panel member: always, so every member is seen to be looked up, saying so when none is learned."""
+        import time
+
+        who = f"learned charge{'' if self.member is None else f' of panel member {self.member}'} " \
+              f"({self.endpoint}, {self.model or 'no model named'})"
+        if self.learned is None:
+            return None if self.member is None else f"{who}: none learned yet ({self.folder} holds none)"
+        learned = self.learned
+        when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(learned.at)) if learned.at > 0 else "unknown"
+        return (f"{who}: the API's rate limiter counted {learned.ratio:.2f}x capjudge's token estimate per request "
+                f"({learned.samples} replies kept, the latest at {when}; {self.folder})")
+
+
+def learned_charges(who: WhoJudges) -> tuple[MemberCharge, ...]:
+    """What each judge's budget folder (`who`: the one judge or each panel member) has learned of the API's
+    charge per request. The folder is the one a run of that judge uses (judge_budget_folder of the same
+    configuration, built without its key: beside its reply cache, per endpoint and model); nothing is made,
+    nothing sent, no key read. An unreadable window file is a BudgetFileError naming it (and the member)."""
     from capjudge.judges.client.budget import judge_budget_folder
-    from capjudge.judges.client.charge import read_learned_charge
-    from capjudge.judges.client.config import ConfigError, JudgeConfig
+    from capjudge.judges.client.charge import BudgetFileError, read_learned_charge
+    from capjudge.tasks.judged.who_judges import PanelOfJudges
 
-    try:
-        config = JudgeConfig.from_env(api_key="not-read-by-estimate")
-    except ConfigError:
-        return None
-    folder = judge_budget_folder(config)
-    learned = read_learned_charge(folder)
-    if learned is None:
-        return None
-    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(learned.at)) if learned.at > 0 else "unknown"
-    return (f"learned charge ({config.endpoint_label}, {config.model or 'no model named'}): the API's rate limiter "
-            f"counted {learned.ratio:.2f}x capjudge's token estimate per request ({learned.samples} replies kept, "
-            f"the latest at {when}; {folder})")
+    panel = isinstance(who, PanelOfJudges)
+    charges = []
+    for name, config in who.keyless_configs():
+        folder = judge_budget_folder(config)
+        try:
+            learned = read_learned_charge(folder)
+        except BudgetFileError as error:
+            raise BudgetFileError(f"panel member {name}: {error}" if panel else str(error)) from None
+        charges.append(MemberCharge(name if panel else None, config.endpoint_label, config.model, folder, learned))
+    return tuple(charges)
 
 
 def _stand_in_caption(doc: Mapping[str, Any]) -> str:
