@@ -112,6 +112,8 @@ BROKEN = [
     ("an unknown direction", _edit(_set(("perturbations", 0, "expectations"), [["accuracy", "sideways"]])),
      ("perturbations[0]", "expectation ['accuracy', 'sideways']")),
     ("a shift of an unknown scorer", _edit(_set(("shifts", 0, "scorer"), "ghost")), ("shifts[0]", "scorer 'ghost'")),
+    ("a failed judgment with scores", _edit(_set((*ORIGINAL, "failure"), "no_score")),
+     ("item 'g02', original, scorer 'judge'", "a judgment that failed carries scores")),
 ]
 
 
@@ -203,3 +205,15 @@ def test_a_format_1_file_is_shown_saying_it_logged_no_replies(tmp_path):
     assert judged["reply_logged"] is False and judged["reply"] is None
     assert [(c["dimension"], c["shift"], c["wrong_way"]) for c in judged["cells"]] == [
         ("accuracy", 10, True), ("mean", 10, True)]
+
+
+def test_a_lone_surrogate_is_text_on_the_page_not_a_crash(tmp_path):
+    """JSON may hold a lone surrogate ("\\ud800"), which no UTF-8 file can: the page's data is ASCII-escaped, so
+    the page is written and its script reads the text back as the file had it."""
+    document = _document()
+    document["items"][0]["original"]["text"] = "a caption \ud800 cut in half"
+    path = _write(tmp_path, document)
+    done = _report(tmp_path, "--sensitivity", path, "--out", tmp_path / "page")
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    page = (tmp_path / "page" / "sensitivity_gveval_demo.html").read_text(encoding="utf-8")
+    assert _page_data(page)["items"][0]["captions"][0]["text"] == "a caption \ud800 cut in half"

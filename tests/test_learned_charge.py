@@ -19,7 +19,15 @@ from pathlib import Path
 
 import pytest
 from capjudge.judges.client.budget import Limits, MachineBudget
-from capjudge.judges.client.charge import RATIO_MAX, RATIO_MIN, SAMPLES, learned_ratio, ratio_in_force, read_learned_charge
+from capjudge.judges.client.charge import (
+    RATIO_KEYS,
+    RATIO_MAX,
+    RATIO_MIN,
+    SAMPLES,
+    learned_ratio,
+    ratio_in_force,
+    read_learned_charge,
+)
 from capjudge.judges.client.rate_limits import RateLimitHeaderError, estimate_tokens, read_rate_limit_headers, requested_tokens
 from capjudge.judges.types import ChatRequest
 from openai_server import Fault, OpenAITestServer
@@ -239,7 +247,13 @@ _TOKEN_HEADERS = (("x-ratelimit-limit-tokens", "10000"), ("x-ratelimit-remaining
     ("Rate limit reached for test-judge on requests per min (RPM): Limit 100, Used 100, Requested 1.",
      (("x-ratelimit-limit-tokens", "10000"), ("x-ratelimit-remaining-tokens", "5000"),
       ("x-ratelimit-limit-requests", "100"), ("x-ratelimit-remaining-requests", "0")), None),
-    (_TPM_429.format(300), (("x-ratelimit-limit-requests", "100"), ("x-ratelimit-remaining-requests", "50")), None),
+    # The message's count stands where the headers name no token limit (it is the API's own statement).
+    (_TPM_429.format(300), (("x-ratelimit-limit-requests", "100"), ("x-ratelimit-remaining-requests", "50")), 300),
+    # Refused on a limit per day, or by a burst limiter with most of the minute's tokens left: no bound.
+    ("Rate limit reached for test-judge in organization org-test on requests per day (RPD): Limit 500, Used 500, "
+     "Requested 1.", (("x-ratelimit-limit-tokens", "10000"), ("x-ratelimit-remaining-tokens", "200"),
+                      ("x-ratelimit-limit-requests", "100"), ("x-ratelimit-remaining-requests", "50")), None),
+    ("Rate limit reached", (("x-ratelimit-limit-tokens", "10000"), ("x-ratelimit-remaining-tokens", "9000")), None),
     ("Rate limit reached", (("x-ratelimit-limit-tokens", "10000"), ("x-ratelimit-remaining-tokens", "10000")), None),
 ])
 def test_a_429_says_what_the_request_would_have_cost(server, make_client, message, headers, charged):
@@ -254,17 +268,51 @@ def test_a_429_says_what_the_request_would_have_cost(server, make_client, messag
     server.script(Fault("429", retry_after=0.01, headers=headers, message=message))
     (outcome,) = client.judge_many([request], lambda reply: reply.content, judge_version="test-judge/1")
     assert outcome.ok and server.rate_limited == 0 and len(server.log) == 2  # the scripted 429, then the reply
-    learned = read_learned_charge(client.budget.folder)
-    if charged is None:
-        assert learned is None
-        return
-    expected = RATIO_MAX if charged == "max" else charged / estimate
-    assert learned is not None and learned.ratio == pytest.approx(expected)
-    # In force for one window from the refusal, then no longer (no reply sample here: the server sent none).
     with sqlite3.connect(client.budget.folder / "window.sqlite") as db:
-        (request_at,) = db.execute("SELECT value FROM meta WHERE key = 'request_at'").fetchone()
-        assert ratio_in_force(db, request_at + window * 0.9, window) == pytest.approx(expected)
-        assert ratio_in_force(db, request_at + window * 1.1, window) is None
+        meta = dict(db.execute("SELECT key, value FROM meta WHERE key IN (?, ?, ?)", RATIO_KEYS).fetchall())
+    if charged is None:
+        assert "request_ratio" not in meta, meta
+    else:
+        expected = RATIO_MAX if charged == "max" else charged / estimate
+        assert meta["request_ratio"] == pytest.approx(expected)
+        # Reserved by for one window from the refusal, then no longer (the server sent no reply headers here,
+        # so there is no replies' ratio either, and nothing a later `capjudge estimate` would call learned).
+        assert ratio_in_force(meta, meta["request_at"] + window * 0.9, window) == pytest.approx(expected)
+        assert ratio_in_force(meta, meta["request_at"] + window * 1.1, window) is None
+    assert read_learned_charge(client.budget.folder) is None
+
+
+def test_a_refusals_ratio_is_what_admission_reserves_by_for_one_window(tmp_path):
+    """What the budget reserves (the `sent` rows), not just what the file holds: a refusal's ratio above the
+    replies' is reserved by at once, for one window, then the replies' ratio again; a later refusal of a lower
+    ratio neither lowers it nor moves its time back (429s of requests sent in one order arrive in another)."""
+    window = 0.5
+    budget = MachineBudget(tmp_path / "budget", Limits(4, tpm=10_000_000, window=window))
+
+    def reserved(estimate: int) -> int:
+        ticket = budget.admit(lambda: estimate)
+        with sqlite3.connect(tmp_path / "budget" / "window.sqlite") as db:
+            return db.execute("SELECT tokens FROM sent WHERE id = ?", (ticket,)).fetchone()[0]
+
+    assert reserved(100) == 100  # nothing learned: the estimate
+    for _ in range(SAMPLES):  # replies: the API counts 1.2x the estimates in its window
+        (used,) = sqlite3.connect(tmp_path / "budget" / "window.sqlite").execute("SELECT SUM(base) FROM sent").fetchone()
+        budget.reconcile(time.time(), None, round(1.2 * used))
+        reserved(100)
+    assert reserved(100) == 120
+    refused = budget.admit(lambda: 100)
+    seen = time.time()
+    budget.reconcile(seen, None, None, refused=refused, refused_charge=(250, 100))  # no counts: only the refusal
+    assert reserved(100) == 250
+    budget.reconcile(seen - 0.2, None, None, refused_charge=(150, 100))  # an earlier request's 429, arriving late
+    with sqlite3.connect(tmp_path / "budget" / "window.sqlite") as db:
+        meta = dict(db.execute("SELECT key, value FROM meta WHERE key IN (?, ?, ?)", RATIO_KEYS).fetchall())
+    assert meta["request_ratio"] == 2.5 and meta["request_at"] == seen
+    assert reserved(100) == 250
+    time.sleep(max(0.0, seen + window - time.time()) + 0.05)
+    assert reserved(100) == 120  # a window on: the replies' ratio
+    assert read_learned_charge(tmp_path / "budget").ratio == pytest.approx(1.2)  # the replies' ratio alone
+    budget.close()
 
 
 @pytest.mark.parametrize("message, requested", [

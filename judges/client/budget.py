@@ -48,8 +48,9 @@ from pathlib import Path
 from capjudge.judges.client.cache_files import enable_wal
 from capjudge.judges.client.config import JudgeConfig
 from capjudge.judges.client.charge import (
-    clamp_ratio,
+    RATIO_KEYS,
     forget_samples_since,
+    ratio_in_force,
     record_refusal,
     record_reply_sample,
     reservation,
@@ -192,10 +193,10 @@ class MachineBudget:
             if paused is not None and paused[0] > now:
                 db.execute("COMMIT")
                 return float(paused[0] - now)
-            meta = dict(db.execute("SELECT key, value FROM meta WHERE key IN ('tat_requests', 'tat_tokens', 'charge_ratio')"
-                                   ).fetchall())
+            meta = dict(db.execute("SELECT key, value FROM meta WHERE key IN ('tat_requests', 'tat_tokens', ?, ?, ?)",
+                                   RATIO_KEYS).fetchall())
             # The API's charge as learned (reserved, in the window and the pacing), the estimate kept beside it.
-            base, tokens = tokens, reservation(tokens, clamp_ratio(meta["charge_ratio"]) if "charge_ratio" in meta else None)
+            base, tokens = tokens, reservation(tokens, ratio_in_force(meta, now, self.limits.window))
             # (time, requests, tokens), oldest first: this machine's requests and the usage seen from outside.
             rows = db.execute("SELECT at, 1, tokens FROM sent WHERE at > ? UNION ALL SELECT at, requests, tokens "
                               "FROM outside ORDER BY 1", (now - window,)).fetchall()
@@ -262,7 +263,7 @@ class MachineBudget:
         This window is compared from `seen_at - window` on, with every request sent since, even those the
         API had not seen yet: an overcount here only makes the outside share smaller, never a request go
         early because of it."""
-        if used_requests is None and used_tokens is None:
+        if used_requests is None and used_tokens is None and refused is None and refused_charge is None:
             return
         db = self._db()
         now = time.time()
@@ -331,7 +332,7 @@ class MachineBudget:
             if missed is not None:
                 db.execute("INSERT INTO meta (key, value) VALUES ('unrecorded_until', ?) "
                            "ON CONFLICT(key) DO UPDATE SET value = max(value, excluded.value)", (missed,))
-            forget_samples_since(db, first, self.limits.window)
+            forget_samples_since(db, first)
             db.execute("COMMIT")
         except BaseException:
             db.execute("ROLLBACK")

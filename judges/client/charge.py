@@ -52,9 +52,11 @@ from __future__ import annotations
 import math
 import sqlite3
 import statistics
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+
+from capjudge.judges.client.rate_limits import RateLimitState, RefusalMessage
 
 RATIO_MIN = 0.25  # the API charges at least a quarter of capjudge's estimate...
 RATIO_MAX = 4.0  # ...and at most four times it: wider than any tokenizer's or reply reservation's error
@@ -143,12 +145,28 @@ def read_learned_charge(folder: Path) -> LearnedCharge | None:
     return LearnedCharge(clamp_ratio(float(ratio)), int(samples), float(at) if isinstance(at, (int, float)) else 0.0)  # type: ignore[arg-type]
 
 
+def refusal_charge(refusal: RefusalMessage | None, limits: RateLimitState, estimate: int) -> int | None:
+    """What a 429 says its request of `estimate` tokens would have been charged: its message's `Requested`
+    (OpenAI's wording), else a bound where the 429 can only have been about tokens per minute (a token limit
+    named and not empty, requests left, no other limit named, e.g. per day): the request did not fit the
+    `remaining` its headers show, so it cost more. A bound beyond RATIO_MAX x the estimate is no bound: such a
+    429 was about something else (a burst limit, say), and taking it would stall the run for a window."""
+    if refusal is not None and refusal.requested_tokens is not None:
+        return refusal.requested_tokens
+    if (refusal is not None and refusal.other_limit) or not limits.limit_tokens or limits.remaining_tokens is None:
+        return None
+    if limits.remaining_tokens >= limits.limit_tokens or (limits.remaining_requests is not None and limits.remaining_requests <= 0):
+        return None
+    bound = limits.remaining_tokens + 1
+    return bound if bound <= RATIO_MAX * estimate else None
+
+
 # -- the window file's side (capjudge.judges.client.budget's SQLite file, in its transaction) ----------------
 
 def record_reply_sample(db: sqlite3.Connection, window: float, seen_at: float, used_tokens: int, now: float) -> None:
     """One sample of the API's charge per estimated token: what its window held when it admitted the request
     sent at `seen_at`, against this machine's estimates (`sent.base`) of the requests sent in the window up to
-    then; the ratio in force follows (see ratio_in_force). No sample while the API's window may still hold
+    then; the replies' ratio follows (meta `charge_ratio`; what is reserved by: ratio_in_force). No sample while the API's window may still hold
     requests no window here recorded (meta `unrecorded_until`, see MachineBudget.learn)."""
     db.execute("DELETE FROM charge_samples WHERE at <= ?", (now - SAMPLES_KEPT_WINDOWS * window,))
     unrecorded = db.execute("SELECT value FROM meta WHERE key = 'unrecorded_until'").fetchone()
@@ -160,49 +178,60 @@ def record_reply_sample(db: sqlite3.Connection, window: float, seen_at: float, u
     if sample is None:
         return
     db.execute("INSERT INTO charge_samples (at, ratio) VALUES (?, ?)", (seen_at, sample))
-    _put_ratio(db, seen_at, window)
+    _put_replies_ratio(db, seen_at)
 
 
 def record_refusal(db: sqlite3.Connection, window: float, seen_at: float, charged: int, estimate: int) -> None:
     """A 429 for a request of `estimate` tokens (by capjudge's count) that the API would have charged
-    `charged` (its message's `Requested`, or a bound: its `remaining` + 1). That request's own ratio is in
-    force for a window from `seen_at`, where it is above the replies' (the higher of two such within a window)."""
+    `charged` (its message's `Requested`, or a bound: its `remaining` + 1). That request's own ratio is kept
+    apart from the replies' (meta `request_ratio`, `request_at`) and counts for one window from the latest
+    such refusal (ratio_in_force): two within a window keep the higher ratio and the later time, since 429s
+    for requests sent in one order may arrive in another."""
     sample = charge_sample(charged, estimate)
     if sample is None:
         return
     meta = _meta(db, "request_ratio", "request_at")
+    at = seen_at
     if meta.get("request_at", float("-inf")) > seen_at - window:
         sample = max(sample, meta.get("request_ratio", sample))
+        at = max(at, meta["request_at"])
     db.executemany("INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-                   (("request_ratio", sample), ("request_at", seen_at)))
-    _put_ratio(db, seen_at, window)
+                   (("request_ratio", sample), ("request_at", at)))
 
 
-def forget_samples_since(db: sqlite3.Connection, first: float, window: float) -> None:
+def forget_samples_since(db: sqlite3.Connection, first: float) -> None:
     """Drop the reply samples taken from `first` on (they were too high: the window here missed requests the
-    API's held) and recompute the ratio from those before; with none before, it stays as it was (too high if
-    those samples set it: slower, never over)."""
+    API's held) and recompute the replies' ratio from those before; with none before, it stays as it was (too
+    high if those samples set it: slower, never over)."""
     db.execute("DELETE FROM charge_samples WHERE at >= ?", (first,))
     latest = db.execute("SELECT at FROM charge_samples ORDER BY at DESC, rowid DESC LIMIT 1").fetchone()
     if latest is not None:
-        _put_ratio(db, latest[0], window)
+        _put_replies_ratio(db, latest[0])
 
 
-def ratio_in_force(db: sqlite3.Connection, at: float, window: float) -> float | None:
-    """The ratio to reserve by at `at`: the replies' rule (learned_ratio over the latest SAMPLES samples), or a
-    refusal's own ratio where that is higher and less than a window old."""
-    latest = db.execute("SELECT ratio FROM charge_samples ORDER BY at DESC, rowid DESC LIMIT ?", (SAMPLES,)).fetchall()
-    ratio = learned_ratio(row[0] for row in latest)
-    meta = _meta(db, "request_ratio", "request_at")
-    if "request_ratio" in meta and meta.get("request_at", float("-inf")) > at - window:
-        request = clamp_ratio(meta["request_ratio"])
-        if request is not None and (ratio is None or request > ratio):
-            ratio = request
+RATIO_KEYS = ("charge_ratio", "request_ratio", "request_at")  # the meta keys ratio_in_force reads
+
+
+def ratio_in_force(meta: Mapping[str, object], now: float, window: float) -> float | None:
+    """The ratio to reserve by at `now`, from the window file's meta (RATIO_KEYS): the replies' ratio, or a
+    refusal's own ratio where that is higher and its latest refusal less than a window before `now` (after a
+    window, the replies' samples hold the new charge too, and a refusal must not outlive what it saw: a
+    server that sends headers only with its 429s, or the next run, would otherwise keep it for good)."""
+    def number(key: str) -> float | None:
+        value = meta.get(key)
+        return clamp_ratio(float(value)) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+    ratio = number("charge_ratio")
+    request, request_at = number("request_ratio"), meta.get("request_at")
+    if request is not None and isinstance(request_at, (int, float)) and now - window < request_at <= now + window:
+        ratio = request if ratio is None else max(ratio, request)
     return ratio
 
 
-def _put_ratio(db: sqlite3.Connection, at: float, window: float) -> None:
-    ratio = ratio_in_force(db, at, window)
+def _put_replies_ratio(db: sqlite3.Connection, at: float) -> None:
+    """The replies' ratio (learned_ratio over the latest SAMPLES samples) into meta `charge_ratio`."""
+    latest = db.execute("SELECT ratio FROM charge_samples ORDER BY at DESC, rowid DESC LIMIT ?", (SAMPLES,)).fetchall()
+    ratio = learned_ratio(row[0] for row in latest)
     if ratio is not None:
         db.executemany("INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
                        (("charge_ratio", ratio), ("charge_at", at)))

@@ -40,6 +40,7 @@ import openai
 
 from capjudge.judges.client.budget import Limits, MachineBudget, judge_budget_folder
 from capjudge.judges.client.breaker import JUDGE_UNREACHABLE, CircuitBreaker, JudgeUnreachable
+from capjudge.judges.client.charge import refusal_charge
 from capjudge.judges.client.cache import ReplyCache
 from capjudge.judges.client.config import JudgeConfig
 from capjudge.judges.client.http_transport import PerThreadTransport
@@ -50,7 +51,7 @@ from capjudge.judges.client.rate_limits import (
     TokenEstimate,
     estimate_tokens,
     read_rate_limit_headers,
-    requested_tokens,
+    read_refusal_message,
 )
 from capjudge.judges.client.redaction import Redactor
 from capjudge.judges.client.served_judges import ServedJudges
@@ -340,12 +341,8 @@ class JudgeClient:
         sample of the charge (capjudge.judges.client.charge.record_refusal)."""
         limits = error.rate_limits
         if limits is not None and (limits.limit_requests or limits.limit_tokens):
-            charged = error.requested_tokens
-            if (charged is None and limits.limit_tokens and limits.remaining_tokens is not None
-                    and limits.remaining_tokens < limits.limit_tokens
-                    and (limits.remaining_requests is None or limits.remaining_requests > 0)):
-                charged = limits.remaining_tokens + 1  # refused on tokens: it did not fit what was left, a bound
-            self._pace(limits, sent_at, tokens, ticket, (charged, tokens()) if charged is not None and limits.limit_tokens else None)
+            charged = refusal_charge(error.refusal, limits, tokens())
+            self._pace(limits, sent_at, tokens, ticket, None if charged is None else (charged, tokens()))
         elif error.retry_after:
             self.budget.pause_all(min(error.retry_after, self.config.backoff_max))
 
@@ -379,7 +376,7 @@ class JudgeClient:
             if status == 429 or status >= 500 or status == 408:
                 raise TransportError(f"http_{status}", _short(error), _retry_after(error.response),
                                      rate_limits=_rate_limits_of(error.response) if status == 429 else None,
-                                     requested_tokens=requested_tokens(error.message) if status == 429 else None) from None
+                                     refusal=read_refusal_message(error.message) if status == 429 else None) from None
             raise RequestRejected(status, _short(error)) from None
         except (openai.APIResponseValidationError, ValueError) as error:
             # A 200 whose body is not a chat completion (truncated or malformed JSON).

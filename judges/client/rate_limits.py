@@ -120,6 +120,23 @@ def requested_tokens(message: object) -> int | None:
     return requested if 0 < requested <= MAX_HEADER_COUNT else None
 
 
+# Any other limit a 429 may name: per day, requests (per minute or day), images, a request too large for any window.
+_OTHER_LIMIT = re.compile(r"per day|requests per min|images per min|\((?:RPD|TPD|RPM|IPM)\)|too large", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class RefusalMessage:
+    """What a 429's message says, beyond its headers."""
+
+    requested_tokens: int | None  # OpenAI's `Requested N` of a tokens-per-minute refusal (requested_tokens)
+    other_limit: bool  # it names a limit other than tokens per minute: its headers' token counts say nothing of it
+
+
+def read_refusal_message(message: object) -> RefusalMessage:
+    text = message[:2000] if isinstance(message, str) else ""
+    return RefusalMessage(requested_tokens(text), bool(_OTHER_LIMIT.search(text)))
+
+
 def _used(limit: int | None, remaining: int | None) -> int | None:
     return None if limit is None or remaining is None else max(0, limit - remaining)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any, Callable, Mapping
 
-from capjudge.judges.client.rate_limits import RateLimitState
+from capjudge.judges.client.rate_limits import RateLimitState, RefusalMessage
 from capjudge.judges.types import ChatRequest, JudgeReply, ParseFailure, TokenLogprob, Usage
 
 # Failure kinds the transport itself reports (the parsers report theirs).
@@ -23,15 +23,15 @@ class TransportError(Exception):
     """An attempt that may succeed if repeated (429, 5xx, timeout, connection, malformed response)."""
 
     def __init__(self, outcome: str, detail: str, retry_after: float | None = None, unfixable: bool = False,
-                 rate_limits: RateLimitState | None = None, requested_tokens: int | None = None):
+                 rate_limits: RateLimitState | None = None, refusal: RefusalMessage | None = None):
         super().__init__(f"{outcome}: {detail}")
         self.outcome = outcome
         self.detail = detail
         self.retry_after = retry_after
         # The rate-limit headers a 429 came with (None when it had none, or none readable).
         self.rate_limits = rate_limits
-        # What a 429's message says the API's limiter would have charged the request (None where it says not).
-        self.requested_tokens = requested_tokens
+        # What a 429's message says (what the API's limiter would have charged the request, which limit).
+        self.refusal = refusal
         # Could not even connect (refused, DNS): retried, but counted by the circuit breaker.
         self.unfixable = unfixable
 

@@ -46,8 +46,10 @@ def _judge_json(judge: LoggedJudge) -> dict[str, Any]:
 def script_json(data: Any) -> str:
     """`data` as JSON that is safe inside a <script> element (no "</script>", no "<!--"): what a page built on
     these templates carries as its data, for its script to draw through textContent."""
-    text = json.dumps(data, ensure_ascii=False, allow_nan=False)
-    return text.replace("<", "\\u003c").replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+    # ASCII: a lone surrogate read from a file (valid JSON, "\\ud800") is no UTF-8 and would fail the page's
+    # write; escaped, the page's JSON.parse reads every text back as it was.
+    text = json.dumps(data, ensure_ascii=True, allow_nan=False)
+    return text.replace("<", "\\u003c")
 
 
 def report_json(report: ItemReport) -> str:

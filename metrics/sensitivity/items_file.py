@@ -250,6 +250,8 @@ def _judgment(where: _Where, raw: Any, version: int) -> FileJudgment:
     fields = where.mapping(raw, "a judgment")
     scores = where.field(fields, "scores", dict)
     values = tuple((name, where.number(value, f"score {name!r}")) for name, value in scores.items())
+    if fields.get("failure") is not None and any(value is not None for _, value in values):
+        raise where.error("a judgment that failed carries scores (a failed judgment's are null: its shifts are not measured)")
     pooling = where.optional(fields, "panel", dict)  # only a panel's judgment has it
     pooled, not_pooled = None, ()
     if pooling:

@@ -151,7 +151,8 @@ class OneJudge(WhoJudges):
 
     def keyless_configs(self) -> tuple[tuple[str, JudgeConfig], ...]:
         try:
-            return ((ONE_JUDGE, JudgeConfig.from_env(require_key=False)),)
+            # The key the environment holds is dropped: this configuration is for reading, never for sending.
+            return ((ONE_JUDGE, JudgeConfig.from_env(require_key=False).with_overrides(api_key=None, require_key=False)),)
         except ConfigError:
             return ()  # no judge a run could build (a run refuses it with this error): no folder of its to read
 
@@ -222,7 +223,8 @@ def who_judges(settings: Any, metadata: Mapping[str, Any] | None, *, configs: bo
     """Who judges a task with these settings: the panel CAPJUDGE_PANEL (or the task metadata's `panel`) names,
     else the environment's one judge. The one place that tells the two apart; its problems are ConfigErrors
     naming the file and member. `configs=False` (requests counted, never sent): a panel's members are read
-    without their keys, endpoints or caches, and `members` must not be asked for."""
+    without their keys (`keyless_configs`: where each sends and caches, for reading only), and `members` must not
+    be asked for."""
     panel = configured_panel(metadata or {}, configs=configs)
     if panel is None:
         return OneJudge(settings)

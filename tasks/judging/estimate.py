@@ -108,7 +108,8 @@ def estimate_task(task_name: str, include_path: Path, run: Path | None, captions
     from capjudge.tasks.judging.stage import caption_source, load_judged_task, pair_captions
     from capjudge.tasks.judged.judged_task import counting_requests_only
 
-    # Nothing is sent, so no judge needs to answer, and none (no endpoint, key or cache) needs to be configured.
+    # Nothing is sent, so no judge needs to answer and no key needs to be set; what a judge's settings name
+    # (endpoint, model, cache) is read only to find what earlier runs learned there (learned_charges).
     with counting_requests_only():
         task = load_judged_task(task_name, include_path)
         # A panel (CAPJUDGE_PANEL) asks every request of every member; read without keys, since nothing is sent.

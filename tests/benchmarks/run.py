@@ -786,8 +786,9 @@ def learned_charge() -> Section:
 
 @benchmark("charge_jump")
 def charge_jump() -> Section:
-    """Issue 40's safety clause: the API's charge jumps from 0.7x to 1.3x capjudge's estimate mid-run (after 1.5
-    windows' requests), 60 s windows; the 429 names what it would have charged (OpenAI's wording) or nothing."""
+    """Issue 40's safety clause: the API's charge jumps from 0.7x to 1.3x (or 0.5x to 1.5x) capjudge's estimate
+    mid-run (after 1.5 windows' requests), 60 s windows; the 429 names what it would have charged (OpenAI's
+    wording) or nothing."""
     import json
     import subprocess
 
@@ -800,15 +801,18 @@ def charge_jump() -> Section:
     window, requests_per_window, words, reply, server_reply = 60.0, 119, 200, 800, 300
     request = ChatRequest(parts=("item 10000: judge this caption " + "word " * words,), params={"max_tokens": reply})
     body, estimate = request.body("test-judge"), estimate_tokens(request).total
-    low_scale, high_scale = (target * estimate / limiter_charge_of(body, "openai", 1.0, server_reply) for target in (0.7, 1.3))
-    low, high = (limiter_charge_of(body, "openai", scale, server_reply) for scale in (low_scale, high_scale))
-    limit, change_after = low * requests_per_window, int(1.5 * requests_per_window)
-    high_per_window = limit / high
-    section = Section(f"Charge jump: the API's charge goes from 0.7x to 1.3x capjudge's estimate after {change_after} requests; "
-                      f"{requests_per_window} low-charge ({high_per_window:.0f} high-charge) requests' worth of tokens per "
+    change_after = int(1.5 * requests_per_window)
+    section = Section(f"Charge jump: the API's charge goes from 0.7x to 1.3x (or 0.5x to 1.5x) capjudge's estimate after "
+                      f"{change_after} requests; {requests_per_window} low-charge requests' worth of tokens per "
                       f"{window:.0f} s window, no CAPJUDGE_TPM")
-    for wording, processes in (("openai", 1), ("openai", 2), ("plain", 1)):
-        name = f"jump_{wording}_429_{processes}_process{'es' if processes > 1 else ''}"
+    for wording, processes, targets in (("openai", 1, (0.7, 1.3)), ("openai", 2, (0.7, 1.3)), ("plain", 1, (0.7, 1.3)),
+                                        ("openai", 1, (0.5, 1.5)), ("plain", 1, (0.5, 1.5))):
+        low_scale, high_scale = (target * estimate / limiter_charge_of(body, "openai", 1.0, server_reply) for target in targets)
+        low, high = (limiter_charge_of(body, "openai", scale, server_reply) for scale in (low_scale, high_scale))
+        limit = low * requests_per_window
+        high_per_window = limit / high
+        name = (f"jump_{targets[0]:g}x_to_{targets[1]:g}x_{wording}_429_{processes}_process"
+                f"{'es' if processes > 1 else ''}")
         flags = ("--charge", "openai", "--reset-meaning", "oldest", "--rate-window", str(window), "--tpm", str(limit),
                  "--charge-scale", repr(low_scale), "--charge-change", f"{change_after}:{high_scale!r}",
                  "--default-reply-charge", str(server_reply)) + (("--plain-429",) if wording == "plain" else ())
@@ -839,12 +843,12 @@ def charge_jump() -> Section:
                    "429s included; target <= 1"),
             Figure(f"{name}_window_after_change_vs_token_limit", after / limit, "ratio",
                    "the window starting one window after the change; target >= 0.95"),
-            Figure(f"{name}_learned_vs_charge", (learned.ratio if learned else float("nan")) / 1.3, "ratio",
+            Figure(f"{name}_learned_vs_charge", (learned.ratio if learned else float("nan")) / targets[1], "ratio",
                    "learned charge ratio at the end / the server's; target 1"),
         ]
     section.text = ("`tests/openai_server.py --tpm N --rate-window 60 --charge openai --charge-scale S --charge-change K:S2 "
                     "[--plain-429] --default-reply-charge 300`, latency 0.2 s: after K charged requests the limiter charges "
-                    "1.3x capjudge's estimate instead of 0.7x. A 429 in OpenAI's wording names what the refused request "
+                    "1.3x capjudge's estimate instead of 0.7x (or 1.5x instead of 0.5x). A 429 in OpenAI's wording names what the refused request "
                     "would have been charged (`Requested`), which capjudge reserves by at once (capjudge.judges.client.charge."
                     "record_refusal); a plain 429 gives only a bound (more than the `remaining` it shows), and the replies' "
                     "window averages follow within a window.")
