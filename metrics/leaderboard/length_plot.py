@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 from capjudge.metrics.leaderboard.layout import decimals
 from capjudge.metrics.leaderboard.length_column import NO_CAPTIONS_WARNING
+from capjudge.metrics.leaderboard.names import cut_names
 from capjudge.metrics.leaderboard.table import Leaderboard
 from capjudge.metrics.statistics.value_ci import ValueCI
 
@@ -164,24 +165,9 @@ def _ranks(values: Mapping[str, ValueCI], higher_is_better: bool) -> dict[str, i
 
 def drawable_names(names: list[str], width: int = LABEL_WIDTH) -> dict[str, str]:
     """Each name as one line a figure can draw (the leaderboard's charts label models with it): line breaks
-    as ↵, other control characters as their escapes (no font has a glyph for them), the middle of a long name
-    cut out, numbered when two cuts would read the same."""
-    labels: dict[str, str] = {}
-    for name in names:
-        visible = _CONTROL.sub(lambda m: "↵" if m.group() in "\n\r" else repr(m.group())[1:-1], name)
-        label = _cut_middle(visible, width)
-        number = 2
-        while label in labels.values():
-            label, number = _cut_middle(visible, width - len(str(number)) - 1) + f"#{number}", number + 1
-        labels[name] = label
-    return labels
-
-
-def _cut_middle(text: str, width: int) -> str:
-    if len(text) <= width:
-        return text
-    head = (width - 1) // 2
-    return text[:head] + "…" + text[len(text) - (width - 1 - head):]
+    as ↵, other control characters as their escapes (no font has a glyph for them), cut to `width`
+    (capjudge.metrics.leaderboard.names)."""
+    return cut_names(names, width, lambda name: _CONTROL.sub(lambda m: "↵" if m.group() in "\n\r" else repr(m.group())[1:-1], name))
 
 
 def draw_length_plot(plot: LengthPlot) -> DrawnLengthPlot:

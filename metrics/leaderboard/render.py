@@ -43,6 +43,7 @@ from capjudge.metrics.leaderboard.panel import TaskPanel
 from capjudge.metrics.leaderboard.table import Leaderboard
 from capjudge.metrics.leaderboard.chart import render_chart_png
 from capjudge.metrics.leaderboard.html import render_html
+from capjudge.metrics.leaderboard.names import cut_names
 from capjudge.metrics.leaderboard.length_plot import (
     FILE_PREFIX as LENGTH_PLOT_PREFIX,
     LengthPlot,
@@ -198,22 +199,9 @@ def _panel_lines(panel: PanelSection, shorts: dict[str, str], width: int) -> lis
 
 
 def short_names(names: Sequence[str]) -> dict[str, str]:
-    """Each model's name in the Markdown tables: longer than `MODEL_NAME_WIDTH`, its middle is cut (the end of
-    a model name is as telling as its start: sizes, variants), numbered when two cuts would read the same;
+    """Each model's name in the Markdown tables, cut to `MODEL_NAME_WIDTH` (capjudge.metrics.leaderboard.names);
     the same for a model in every table."""
-    shorts: dict[str, str] = {}
-    for name in names:
-        short = name if len(name) <= MODEL_NAME_WIDTH else _cut_middle(name, MODEL_NAME_WIDTH)
-        number = 2
-        while short in shorts.values():
-            short, number = _cut_middle(name, MODEL_NAME_WIDTH - len(str(number)) - 1) + f"#{number}", number + 1
-        shorts[name] = short
-    return shorts
-
-
-def _cut_middle(name: str, width: int) -> str:
-    head = (width - 1) // 2
-    return name[:head] + "…" + name[len(name) - (width - 1 - head):]
+    return cut_names(names, MODEL_NAME_WIDTH)
 
 
 def _with_short_names(model: DisplayColumn, shorts: dict[str, str], width: int) -> tuple[DisplayColumn, list[str]]:

@@ -855,6 +855,83 @@ def charge_jump() -> Section:
     return section
 
 
+@benchmark("sensitivity")
+def sensitivity() -> Section:
+    """Issue 39's speed contract: a `capjudge sensitivity` run makes exactly (1 + perturbations) x items
+    judgments at the client's speed (MSVD-Eval's 197 rated candidates, text-only G-VEval, 200 ms judge, 32 in
+    flight; the client alone on the same number of requests, same server, same run), a rerun asks none; and
+    the statistics over VATEX-EVAL's 18,000 candidates (every perturbation and score) take under 60 s."""
+    import json
+    import subprocess
+
+    import numpy as np
+
+    from capjudge.judges.datasets.vatex_eval import load_vatex_eval
+    from capjudge.metrics.sensitivity.perturbations import PERTURBATIONS
+    from capjudge.metrics.sensitivity.report import Judged, JudgedCaption, SensitivityItem, sensitivity_rows
+
+    section = Section("Sensitivity: judgments asked and the client's speed; the statistics over 18,000 candidates")
+    msvd = REPO.parent / "shared" / "data" / "msvd_eval" / "MSVD-Eval.json"
+    vatex = REPO.parent / "shared" / "data" / "vatex_eval" / "vid_cans_score_dict.json"
+    if not msvd.is_file() or not vatex.is_file():
+        section.text = f"not run: {msvd} or {vatex} is not here"
+        return section
+    concurrency, latency = 32, 0.2
+    with tempfile.TemporaryDirectory() as tmp, ServerProcess(latency=latency) as server:
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": tmp, "OPENAI_BASE_URL": server.base_url,
+               "OPENAI_API_KEY": "bench", "CAPJUDGE_CACHE": str(Path(tmp) / "cache.sqlite"),
+               "CAPJUDGE_MAX_CONCURRENCY": str(concurrency), "CAPJUDGE_MSVD_EVAL_JSON": str(msvd)}
+        command = [sys.executable, "-m", "capjudge.tasks.cli", "sensitivity", "--task", "gveval_references",
+                   "--candidates", "--out", str(Path(tmp) / "out"), "--format", "json"]
+        timings, requests = [], []
+        for _ in ("first", "rerun"):
+            before = server.stats()["requests"]
+            started = time.perf_counter()
+            done = subprocess.run(command, env=env, capture_output=True, text=True, check=False, cwd=REPO)
+            timings.append(time.perf_counter() - started)
+            if done.returncode != 0:
+                raise RuntimeError(f"capjudge sensitivity failed: {done.stderr[-2000:]}")
+            requests.append(server.stats()["requests"] - before)
+        counts = json.loads(done.stdout)["counts"]
+        items, perturbations = counts["items"], counts["perturbations"]
+        # The client alone: the same number of distinct requests, same concurrency, same server.
+        client = JudgeClient(JudgeConfig(base_url=server.base_url, api_key="bench", model="test-judge",
+                                         cache_path=Path(tmp) / "client.sqlite", max_concurrency=concurrency))
+        started = time.perf_counter()
+        client.judge_many(text_items(requests[0]), lambda reply: reply.content, judge_version="bench/1")
+        client_seconds = time.perf_counter() - started
+        client.close()
+    section.figures += [
+        Figure("sensitivity_judgments_asked", requests[0], "requests",
+               f"{items} items x (1 + {perturbations}) = {items * (1 + perturbations)} expected"),
+        Figure("sensitivity_rerun_requests", requests[1], "requests", "target 0 (every reply from the cache)"),
+        Figure("sensitivity_run_seconds", timings[0], "s", "the whole command: start, task load, judging, statistics, files"),
+        Figure("sensitivity_client_alone_seconds", client_seconds, "s", f"{requests[0]} requests, {concurrency} in flight"),
+        Figure("sensitivity_vs_client_speed", client_seconds / timings[0], "ratio", "the run's judgments/s over the client's"),
+    ]
+    # The statistics alone, on synthetic judgments of all 18,000 VATEX-EVAL candidates (clips as clusters).
+    candidates = load_vatex_eval(vatex)
+    rng = np.random.default_rng(0)
+    dimensions = ("accuracy", "completeness", "conciseness", "relevance", "mean")
+
+    def judged() -> Judged:
+        return Judged(dict(zip(dimensions, rng.uniform(0, 100, len(dimensions)).tolist())), None, False)
+
+    items_ = tuple(SensitivityItem(f"c{i}", candidate.clip_id, JudgedCaption(None, "x", "", {"judge": judged()}),
+                                   tuple(JudgedCaption(p.name, "y", "z", {"judge": judged()}) for p in PERTURBATIONS))
+                   for i, candidate in enumerate(candidates))
+    started = time.perf_counter()
+    rows = sensitivity_rows(items_, PERTURBATIONS, ("judge",), n_resamples=2000, seed=0)
+    seconds = time.perf_counter() - started
+    section.figures.append(Figure("sensitivity_statistics_18000_candidates_seconds", seconds, "s",
+                                  f"{len(rows)} rows (perturbation x score), 2000 clip resamples each; target < 60 s"))
+    section.text = ("`capjudge sensitivity --task gveval_references --candidates` (MSVD-Eval's rated candidates, every "
+                    "perturbation) against `tests/openai_server.py` (200 ms a reply), then the same command again; the "
+                    "client alone judges as many distinct text requests on the same server in the same run. The "
+                    "statistics: `sensitivity_rows` over VATEX-EVAL's 18,000 candidates with synthetic scores.")
+    return section
+
+
 def write_markdown(sections: list[Section], path: Path, command: str) -> None:
     lines = [
         "# capjudge benchmarks",
