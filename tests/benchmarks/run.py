@@ -714,18 +714,39 @@ def tokens_from_headers() -> Section:
     return section
 
 
+def _judges_sharing_a_budget(flags: tuple[str, ...], processes: int, count: int, words: int, reply: int) -> tuple:
+    """`processes` `python -c` judges of `count` text items each, sharing one budget folder, against
+    `tests/openai_server.py FLAGS` (200 ms a reply), 16 in flight: (items judged, seconds, the server's stats, the
+    charge the budget folder learned)."""
+    import json
+    import subprocess
+
+    from harness_runs import TEXT_JUDGE_SCRIPT
+
+    from capjudge.judges.client.charge import read_learned_charge
+
+    with tempfile.TemporaryDirectory() as tmp, ServerProcess(*flags, latency=0.2) as server:
+        env = {**os.environ, "OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "bench",
+               "CAPJUDGE_CACHE": str(Path(tmp) / "cache" / "cache.sqlite"), "CAPJUDGE_MAX_CONCURRENCY": "16"}
+        started = time.perf_counter()
+        children = [subprocess.Popen([sys.executable, "-c", TEXT_JUDGE_SCRIPT, str(count), str(10000 * (k + 1)),
+                                      str(words), str(reply)], env=env, stdout=subprocess.PIPE, text=True)
+                    for k in range(processes)]
+        judged = sum(json.loads(child.communicate()[0].strip().splitlines()[-1])["judged"] for child in children)
+        elapsed = time.perf_counter() - started
+        stats = server.stats()
+        (folder,) = (Path(tmp) / "cache").glob("budget-*")
+        return judged, elapsed, stats, read_learned_charge(folder)
+
+
 @benchmark("learned_charge")
 def learned_charge() -> Section:
     """Issue 40: token-limited judging (no CAPJUDGE_TPM) against a server whose limiter charges 30% below or
     30% above capjudge's own estimate, with and without max_tokens in the request (without: the server
     reserves 300 for the reply where capjudge reserves 512), 1 and 2 processes, both reset meanings."""
-    import json
-    import subprocess
 
-    from harness_runs import TEXT_JUDGE_SCRIPT
     from openai_server import limiter_charge_of
 
-    from capjudge.judges.client.charge import read_learned_charge
     from capjudge.judges.client.rate_limits import estimate_tokens
 
     window, requests_per_window, words, max_tokens, server_reply = 60.0, 119, 200, 800, 300
@@ -747,19 +768,8 @@ def learned_charge() -> Section:
                     limit = per_request * requests_per_window
                     flags = ("--charge", "openai", "--reset-meaning", meaning, "--rate-window", str(window),
                              "--tpm", str(limit), "--charge-scale", repr(scale), "--default-reply-charge", str(server_reply))
-                    with tempfile.TemporaryDirectory() as tmp, ServerProcess(*flags, latency=0.2) as server:
-                        env = {**os.environ, "OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "bench",
-                               "CAPJUDGE_CACHE": str(Path(tmp) / "cache" / "cache.sqlite"), "CAPJUDGE_MAX_CONCURRENCY": "16"}
-                        count = int(2.3 * requests_per_window / processes)
-                        started = time.perf_counter()
-                        children = [subprocess.Popen([sys.executable, "-c", TEXT_JUDGE_SCRIPT, str(count), str(10000 * (k + 1)),
-                                                      str(words), str(reply)], env=env, stdout=subprocess.PIPE, text=True)
-                                    for k in range(processes)]
-                        judged = sum(json.loads(child.communicate()[0].strip().splitlines()[-1])["judged"] for child in children)
-                        elapsed = time.perf_counter() - started
-                        stats = server.stats()
-                        (folder,) = (Path(tmp) / "cache").glob("budget-*")
-                        learned = read_learned_charge(folder)
+                    judged, elapsed, stats, learned = _judges_sharing_a_budget(
+                        flags, processes, int(2.3 * requests_per_window / processes), words, reply)
                     charged = sorted(tuple(entry) for entry in stats["charged"])
                     sent = sorted(charged + [tuple(entry) for entry in stats["refused"]])
                     start = charged[0][0]
@@ -789,13 +799,9 @@ def charge_jump() -> Section:
     """Issue 40's safety clause: the API's charge jumps from 0.7x to 1.3x (or 0.5x to 1.5x) capjudge's estimate
     mid-run (after 1.5 windows' requests), 60 s windows; the 429 names what it would have charged (OpenAI's
     wording) or nothing."""
-    import json
-    import subprocess
 
-    from harness_runs import TEXT_JUDGE_SCRIPT
     from openai_server import limiter_charge_of
 
-    from capjudge.judges.client.charge import read_learned_charge
     from capjudge.judges.client.rate_limits import estimate_tokens
 
     window, requests_per_window, words, reply, server_reply = 60.0, 119, 200, 800, 300
@@ -816,19 +822,8 @@ def charge_jump() -> Section:
         flags = ("--charge", "openai", "--reset-meaning", "oldest", "--rate-window", str(window), "--tpm", str(limit),
                  "--charge-scale", repr(low_scale), "--charge-change", f"{change_after}:{high_scale!r}",
                  "--default-reply-charge", str(server_reply)) + (("--plain-429",) if wording == "plain" else ())
-        with tempfile.TemporaryDirectory() as tmp, ServerProcess(*flags, latency=0.2) as server:
-            env = {**os.environ, "OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "bench",
-                   "CAPJUDGE_CACHE": str(Path(tmp) / "cache" / "cache.sqlite"), "CAPJUDGE_MAX_CONCURRENCY": "16"}
-            count = int((change_after + 2.2 * high_per_window) / processes)
-            started = time.perf_counter()
-            children = [subprocess.Popen([sys.executable, "-c", TEXT_JUDGE_SCRIPT, str(count), str(10000 * (k + 1)),
-                                          str(words), str(reply)], env=env, stdout=subprocess.PIPE, text=True)
-                        for k in range(processes)]
-            judged = sum(json.loads(child.communicate()[0].strip().splitlines()[-1])["judged"] for child in children)
-            elapsed = time.perf_counter() - started
-            stats = server.stats()
-            (folder,) = (Path(tmp) / "cache").glob("budget-*")
-            learned = read_learned_charge(folder)
+        judged, elapsed, stats, learned = _judges_sharing_a_budget(
+            flags, processes, int((change_after + 2.2 * high_per_window) / processes), words, reply)
         charged = sorted(tuple(entry) for entry in stats["charged"])
         sent = sorted(charged + [tuple(entry) for entry in stats["refused"]])
         change = charged[change_after][0]  # the first request charged at the new rate
