@@ -878,16 +878,20 @@ def sensitivity() -> Section:
                "CAPJUDGE_MAX_CONCURRENCY": str(concurrency), "CAPJUDGE_MSVD_EVAL_JSON": str(msvd)}
         command = [sys.executable, "-m", "capjudge.tasks.cli", "sensitivity", "--task", "gveval_references",
                    "--candidates", "--out", str(Path(tmp) / "out"), "--format", "json"]
-        timings, requests = [], []
+        timings, requests, spans, counts = [], [], [], {}
         for _ in ("first", "rerun"):
-            before = server.stats()["requests"]
+            before = server.stats()
             started = time.perf_counter()
             done = subprocess.run(command, env=env, capture_output=True, text=True, check=False, cwd=REPO)
             timings.append(time.perf_counter() - started)
             if done.returncode != 0:
                 raise RuntimeError(f"capjudge sensitivity failed: {done.stderr[-2000:]}")
-            requests.append(server.stats()["requests"] - before)
-        counts = json.loads(done.stdout)["counts"]
+            after = server.stats()
+            requests.append(after["requests"] - before["requests"])
+            arrivals = after["arrivals"][len(before["arrivals"]):]
+            # The judging itself: from the first request's arrival to the last one's reply.
+            spans.append(max(arrivals) - min(arrivals) + latency if arrivals else 0.0)
+            counts = counts or json.loads(done.stdout)["counts"]
         items, perturbations = counts["items"], counts["perturbations"]
         # The client alone: the same number of distinct requests, same concurrency, same server.
         client = JudgeClient(JudgeConfig(base_url=server.base_url, api_key="bench", model="test-judge",
@@ -897,12 +901,15 @@ def sensitivity() -> Section:
         client_seconds = time.perf_counter() - started
         client.close()
     section.figures += [
-        Figure("sensitivity_judgments_asked", requests[0], "requests",
-               f"{items} items x (1 + {perturbations}) = {items * (1 + perturbations)} expected"),
+        Figure("sensitivity_requests", requests[0], "requests",
+               f"{items} items x (1 + {perturbations}) = {items * (1 + perturbations)}, of which {counts['judgments']} "
+               "distinct texts (a variant equal to a text already asked for its item is asked once)"),
         Figure("sensitivity_rerun_requests", requests[1], "requests", "target 0 (every reply from the cache)"),
         Figure("sensitivity_run_seconds", timings[0], "s", "the whole command: start, task load, judging, statistics, files"),
+        Figure("sensitivity_judging_seconds", spans[0], "s", "first request's arrival to the last one's reply"),
         Figure("sensitivity_client_alone_seconds", client_seconds, "s", f"{requests[0]} requests, {concurrency} in flight"),
-        Figure("sensitivity_vs_client_speed", client_seconds / timings[0], "ratio", "the run's judgments/s over the client's"),
+        Figure("sensitivity_judging_vs_client_speed", client_seconds / spans[0], "ratio",
+               "the run's judgments/s while judging over the client's alone; target ~1"),
     ]
     # The statistics alone, on synthetic judgments of all 18,000 VATEX-EVAL candidates (clips as clusters).
     candidates = load_vatex_eval(vatex)
