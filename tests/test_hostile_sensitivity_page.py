@@ -167,6 +167,19 @@ def test_report_sensitivity_arguments_are_checked(tmp_path, arguments, wanted):
     refusal_line(_report(tmp_path, *(names.get(a, a) for a in arguments)), *(names.get(w, w) for w in wanted))
 
 
+def test_a_page_never_takes_an_item_reports_name(tmp_path):
+    """A sensitivity file named report.json would make report.html, the name of the item report's page in the same
+    folder (the demo's results/demo/report/): refused, the item report left as it was."""
+    document = tmp_path / "report.json"
+    document.write_text(json.dumps(_document()), encoding="utf-8")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "report.html").write_text("the item report", encoding="utf-8")
+    refusal_line(_report(tmp_path, "--sensitivity", document, "--out", out), str(document), "report.html",
+                 "the name of an item report's page")
+    assert (out / "report.html").read_text(encoding="utf-8") == "the item report"
+
+
 def _page_data(page: str):
     return json.loads(re.search(r'<script type="application/json" id="report-data">(.*?)</script>', page, re.S).group(1))
 

@@ -91,6 +91,10 @@ def _sensitivity_page(args: argparse.Namespace) -> int:
         print(f"capjudge report: --sensitivity {args.sensitivity}: the page would replace the file itself "
               "(name it .json, or give another --out)", file=sys.stderr)
         return EXIT_USAGE
+    if target.name == "report.html":  # an item report's page: a folder of both must keep both
+        print(f"capjudge report: --sensitivity {args.sensitivity}: the page would be {target}, the name of an item "
+              "report's page (rename the file, or give another --out)", file=sys.stderr)
+        return EXIT_USAGE
     page = write_sensitivity_page(report, target)
     print(f"wrote {page.path}: {page.items} items x (1 original + {len(report.perturbations)} perturbations), "
           f"{len(report.scorers)} scorers; {page.items_moved_wrong_way} items moved the wrong way in some score")
