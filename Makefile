@@ -76,15 +76,21 @@ endif
 	@touch $@
 
 # The suite in TEST_WORKERS processes (pytest-xdist, work stealing: the long lmms-eval cases do not queue behind
-# one another), then the 15 slowest tests.
-TEST_WORKERS ?= 2
+# one another), then the 15 slowest tests. Three on this 2-core machine: much of the suite waits (test servers'
+# latency, pacing windows, processes starting), and a third worker fills the cores meanwhile: in one clean clone,
+# consecutive runs, 1277 tests in 602 s on 3 workers against 666 s on 2.
+TEST_WORKERS ?= 3
 test: setup
 	$(PY) -m pytest tests -n $(TEST_WORKERS) --dist worksteal --durations=15
 	$(MAKE) test-min
 
-# On TEST_WORKERS processes too: about half of it waits on test servers and pacing windows.
+# On TEST_WORKERS processes too: about half of it waits on test servers and pacing windows. The three budget
+# tests that fill whole pacing windows (about 20 s each, the longest here) run in the suite above only: they test
+# capjudge's own window arithmetic, and the SDK's side of pacing at the lowest versions (429s, rate-limit headers,
+# several processes on one budget) is in the budget and client tests kept here.
+MIN_DESELECT := not header_learned_token_pacing and not authority_over_usage
 test-min: $(MIN_VENV)/.installed
-	$(MIN_PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) $(MIN_TESTS:%=tests/%.py)
+	$(MIN_PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) -k "$(MIN_DESELECT)" $(MIN_TESTS:%=tests/%.py)
 
 $(MIN_VENV)/.installed: pyproject.toml .setup/lowest_requirements.py Makefile
 	@test -x $(MIN_PY) || $(PYTHON) -m venv $(MIN_VENV)
