@@ -94,6 +94,13 @@ def test_estimate_prints_each_members_learned_charge_from_the_folder_its_run_wro
         nothing = re.fullmatch(r"none learned yet \((\S+) holds none\)", rest)
         assert nothing and written[Path(nothing.group(1))] is None, rest
 
+        # `capjudge sensitivity --dry-run` (its own estimate) prints the same lines, and sends nothing either.
+        dry = run_capjudge_cli(["sensitivity", "--task", "gveval_demo", "--captions", CAPTIONS, "--limit", "2",
+                                "--dry-run"], env=keyless, timeout=300)
+        assert dry.returncode == 0, dry.stderr[-3000:]
+        assert [(len(s.log), len(s.preflights)) for s in (low, high, silent)] == sent
+        assert _member_lines(dry.stdout) == lines, dry.stdout
+
         # Hostile: a member's window file that is no database is one line naming the member and the file, status 2.
         broken = Path(CHARGE.search(lines["high"][2]).group(3)) / "window.sqlite"
         broken.write_bytes(b"not a database, whatever it once was" * 100)
@@ -103,3 +110,9 @@ def test_estimate_prints_each_members_learned_charge_from_the_folder_its_run_wro
         assert refused.returncode == 2
         (message,) = refused.stderr.strip().splitlines()
         assert message.startswith("capjudge estimate: panel member high: budget file ") and str(broken) in message
+        refused = run_capjudge_cli(["sensitivity", "--task", "gveval_demo", "--captions", CAPTIONS, "--limit", "2",
+                                    "--dry-run"], env=keyless, timeout=300)
+        assert refused.returncode == 2 and "Traceback" not in refused.stderr
+        # (the line before it warns that the demo's captions file also holds the other demo task's ids)
+        message = refused.stderr.strip().splitlines()[-1]
+        assert message.startswith("capjudge sensitivity: panel member high: budget file ") and str(broken) in message

@@ -86,6 +86,7 @@ def command_line(args: argparse.Namespace) -> str:
 
 def run(args: argparse.Namespace) -> int:
     # Imported here: `capjudge --help` should not load the client machinery and lmms-eval.
+    from capjudge.judges.client.charge import BudgetFileError
     from capjudge.judges.client.config import ConfigError
     from capjudge.metrics.files.outputs import OutputError, writable_folder
     from capjudge.metrics.sensitivity.perturbations import PERTURBATIONS, PerturbationError, perturbation_named
@@ -116,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
         out = writable_folder(args.out)
         return _judge(args, perturbations, out)
     except (SensitivityError, PerturbationError, JudgeStageError, ConfigError, DatasetError, CaptionsFileError,
-            OutputError, EstimateError) as error:
+            OutputError, EstimateError, BudgetFileError) as error:
         print(f"capjudge sensitivity: {error}", file=sys.stderr)
         return 2
 
@@ -129,16 +130,22 @@ def _planned(args: argparse.Namespace, task: Any, perturbations: list[Any]) -> l
 
 
 def _dry_run(args: argparse.Namespace, perturbations: list[Any], prices: tuple[float, float] | None) -> int:
+    from dataclasses import replace
+
     from capjudge.tasks.judged.judged_task import counting_requests_only
+    from capjudge.tasks.judging.estimate import learned_charges
     from capjudge.tasks.judging.stage import load_judged_task
     from capjudge.tasks.sensitivity.pricing import price_planned
 
     with counting_requests_only():  # nothing is sent: no judge, key or cache is needed
         task = load_judged_task(args.task, args.include_path)
-        priced_members = task.who_judges().priced_members()  # a panel's members, read without their keys
+        who = task.who_judges()
+        priced_members = who.priced_members()  # a panel's members, read without their keys
     planned = _planned(args, task, perturbations)
     estimate = price_planned(task, planned, len(perturbations), output_tokens=args.output_tokens, prices=prices,
                              priced_members=priced_members)
+    # What earlier runs learned of each judge's charge per request, as `capjudge estimate` prints it.
+    estimate = replace(estimate, cost=replace(estimate.cost, charges=learned_charges(who)))
     print("\n".join(estimate.lines()))
     return 0
 
