@@ -130,22 +130,15 @@ def _planned(args: argparse.Namespace, task: Any, perturbations: list[Any]) -> l
 
 
 def _dry_run(args: argparse.Namespace, perturbations: list[Any], prices: tuple[float, float] | None) -> int:
-    from dataclasses import replace
-
     from capjudge.tasks.judged.judged_task import counting_requests_only
-    from capjudge.tasks.judging.estimate import learned_charges
     from capjudge.tasks.judging.stage import load_judged_task
     from capjudge.tasks.sensitivity.pricing import price_planned
 
     with counting_requests_only():  # nothing is sent: no judge, key or cache is needed
         task = load_judged_task(args.task, args.include_path)
-        who = task.who_judges()
-        priced_members = who.priced_members()  # a panel's members, read without their keys
+        who = task.who_judges()  # a panel's members, read without their keys
     planned = _planned(args, task, perturbations)
-    estimate = price_planned(task, planned, len(perturbations), output_tokens=args.output_tokens, prices=prices,
-                             priced_members=priced_members)
-    # What earlier runs learned of each judge's charge per request, as `capjudge estimate` prints it.
-    estimate = replace(estimate, cost=replace(estimate.cost, charges=learned_charges(who)))
+    estimate = price_planned(task, planned, len(perturbations), output_tokens=args.output_tokens, prices=prices, who=who)
     print("\n".join(estimate.lines()))
     return 0
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -114,24 +114,22 @@ def estimate_task(task_name: str, include_path: Path, run: Path | None, captions
         task = load_judged_task(task_name, include_path)
         # A panel (CAPJUDGE_PANEL) asks every request of every member; read without keys, since nothing is sent.
         who = task.who_judges()
-        priced_members = who.priced_members()
     docs = list(task.eval_docs)
     if run is not None or captions is not None:
         items = [(doc, caption) for _, doc, caption in pair_captions(caption_source(run, captions, task_name, None), docs, task)]
     else:
         items = [(doc, _stand_in_caption(doc)) for doc in docs]
     counted = items[:limit] if limit else items
-    estimate = price_items(task, task_name, len(items), counted, reask_rate=reask_rate, output_tokens=output_tokens,
-                           prices=prices, priced_members=priced_members)
-    return replace(estimate, charges=learned_charges(who))
+    return price_items(task, task_name, len(items), counted, reask_rate=reask_rate, output_tokens=output_tokens,
+                       prices=prices, who=who)
 
 
 def price_items(task: Any, name: str, total: int, counted: Sequence[tuple[Mapping[str, Any], str]], *,
-                reask_rate: float, output_tokens: float, prices: tuple[float, float] | None,
-                priced_members: Sequence[tuple[str, str, tuple[float, float] | None]],
+                reask_rate: float, output_tokens: float, prices: tuple[float, float] | None, who: WhoJudges,
                 unit: str = "items") -> CostEstimate:
     """Build `counted` items' requests with the task's own per-item function against the counting client, scale
-    the counts to `total` items, and price them (each panel member from `priced_members` on its own line)."""
+    the counts to `total` items, and price them: each of `who`'s panel members on its own line, read without
+    keys (`priced_members`), with what earlier runs learned of each judge's charge (`learned_charges`)."""
     from capjudge.judges.client.config import configured_model
 
     settings = task.settings()
@@ -157,8 +155,9 @@ def price_items(task: Any, name: str, total: int, counted: Sequence[tuple[Mappin
     members = tuple(
         MemberCost(member, model, priced(own or prices),
                    "the panel file" if own else "--price-input/--price-output" if prices else "")
-        for member, model, own in priced_members)
-    return CostEstimate(name, total, requests, round(text), round(images), output, priced(prices), members, unit)
+        for member, model, own in who.priced_members())
+    return CostEstimate(name, total, requests, round(text), round(images), output, priced(prices), members, unit,
+                        learned_charges(who))
 
 
 @dataclass(frozen=True)

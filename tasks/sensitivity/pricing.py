@@ -11,10 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from capjudge.tasks.judging.estimate import CostEstimate, price_items
 from capjudge.tasks.sensitivity.judging import PlannedItem, judgments_to_ask
+
+if TYPE_CHECKING:
+    from capjudge.tasks.judged.who_judges import WhoJudges
 
 
 @dataclass(frozen=True)
@@ -33,11 +36,10 @@ class SensitivityEstimate:
 
 
 def price_planned(task: Any, planned: Sequence[PlannedItem], perturbations: int, *, output_tokens: float,
-                  prices: tuple[float, float] | None,
-                  priced_members: Sequence[tuple[str, str, tuple[float, float] | None]]) -> SensitivityEstimate:
+                  prices: tuple[float, float] | None, who: WhoJudges) -> SensitivityEstimate:
     """Every judgment the run will ask, built and counted (none sent) and priced as `capjudge estimate` prices a
-    task; `priced_members`: the task's `who_judges().priced_members()`, read where no key is needed."""
+    task (`price_items`, with `who`: the task's `who_judges()`, built where no key is needed)."""
     asked = judgments_to_ask(planned)
     cost = price_items(task, f"{task.config.task} (sensitivity)", len(asked), asked, reask_rate=0.0,
-                       output_tokens=output_tokens, prices=prices, priced_members=priced_members, unit="judgments")
+                       output_tokens=output_tokens, prices=prices, who=who, unit="judgments")
     return SensitivityEstimate(len(planned), perturbations, len(asked), cost)
