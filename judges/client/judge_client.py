@@ -341,8 +341,9 @@ class JudgeClient:
         sample of the charge (capjudge.judges.client.charge.record_refusal)."""
         limits = error.rate_limits
         if limits is not None and (limits.limit_requests or limits.limit_tokens):
-            charged = refusal_charge(error.refusal, limits, tokens())
-            self._pace(limits, sent_at, tokens, ticket, None if charged is None else (charged, tokens()))
+            estimate = tokens()
+            charged = refusal_charge(error.refusal, limits, estimate)
+            self._pace(limits, sent_at, tokens, ticket, None if charged is None else (charged, estimate))
         elif error.retry_after:
             self.budget.pause_all(min(error.retry_after, self.config.backoff_max))
 
