@@ -16,6 +16,7 @@ without the judge's code and a new judge needs no edit outside its own files.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
@@ -111,6 +112,9 @@ class JudgeDescriptor:
     # What the scores are, for statistics that need it (a panel's Krippendorff alpha): "interval" for a
     # 0-100 scale, "ordinal" for a few ranked grades (AnyCap's 0-4).
     score_level: ScoreLevel = "interval"
+    # The range every score of the judge lies in (G-VEval 0-100, AnyCap 0-4), for readers that flag a figure
+    # beyond it (a length-controlled score extrapolated past the scale); None: not declared, nothing flagged.
+    score_range: tuple[float, float] | None = None
 
     def __post_init__(self) -> None:
         fields = self.reply_fields
@@ -121,6 +125,10 @@ class JudgeDescriptor:
         if self.score_level not in ("interval", "ordinal"):
             raise DescriptorError(f"judge {self.name!r}: score_level must be 'interval' or 'ordinal', "
                                   f"got {self.score_level!r}")
+        low, high = self.score_range if self.score_range is not None else (0.0, 1.0)
+        if not (math.isfinite(low) and math.isfinite(high) and low < high):
+            raise DescriptorError(f"judge {self.name!r}: score_range must run from a finite low to a higher "
+                                  f"finite high, got {self.score_range!r}")
 
     @property
     def main_metric(self) -> str | None:
@@ -138,6 +146,7 @@ class JudgeDescriptor:
             "frames": self.frames.facts() if self.frames else None,
             "reply_grammar": self.reply_grammar,
             "score_level": self.score_level,
+            "score_range": None if self.score_range is None else list(self.score_range),
         }
 
     @classmethod
@@ -153,8 +162,18 @@ class JudgeDescriptor:
                 main=None if fields.get("main") is None else str(fields["main"]),
             )
             frames = facts.get("frames")
+            score_range = facts.get("score_range")
             return cls(str(facts["name"]), str(facts["version"]), str(facts.get("published_model") or ""),
                        reply_fields, FrameGeometry.from_facts(frames) if frames is not None else None,
-                       str(facts.get("reply_grammar") or ""), score_level=facts.get("score_level", "interval"))
+                       str(facts.get("reply_grammar") or ""), score_level=facts.get("score_level", "interval"),
+                       score_range=None if score_range is None else _range(score_range))
         except (KeyError, TypeError, AttributeError) as error:
             raise DescriptorError(f"judge facts: missing or malformed {error}") from error
+
+
+def _range(logged: Any) -> tuple[float, float]:
+    """A logged `score_range`: two numbers (a bool is not one)."""
+    if (not isinstance(logged, (list, tuple)) or len(logged) != 2
+            or not all(isinstance(end, (int, float)) and not isinstance(end, bool) for end in logged)):
+        raise DescriptorError(f"judge facts: score_range must be two numbers, got {logged!r}")
+    return float(logged[0]), float(logged[1])

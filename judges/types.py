@@ -10,7 +10,7 @@ from __future__ import annotations
 import base64
 import io
 from dataclasses import dataclass, field
-from typing import Any, Generic, Literal, Mapping, Protocol, TypeVar, runtime_checkable
+from typing import Any, Callable, Generic, Literal, Mapping, Protocol, TypeVar, runtime_checkable
 
 T = TypeVar("T")
 
@@ -188,3 +188,17 @@ class JudgeResult(Protocol):
 
     def log_fields(self) -> dict[str, Any]:
         """The fields the sample log's `judgment` record carries for this judge (JSON-serialisable)."""
+
+
+@runtime_checkable
+class JudgeCaller(Protocol):
+    """What a judge asks its requests through: one request, its parser, re-asked up to `max_tries` replies while
+    the parser rejects them, and a `JudgeOutcome` back (never an exception for a bad item).
+
+    Implemented by the network client (`capjudge.judges.client.judge_client.JudgeClient`) and by each stand-in
+    that takes its place around a judge: the per-item observer (`client.observed.ObservedClient`), the Batch
+    stage's collector (`client.batch.BatchRecorder`) and `capjudge estimate`'s counter
+    (`tasks.judging.estimate.EstimatingClient`), which all keep this signature so a judge never knows which."""
+
+    def judge(self, request: ChatRequest, parse: Callable[[JudgeReply], Any], *, judge_version: str,
+              max_tries: int = 1, first_sample_index: int = 0) -> JudgeOutcome[Any]: ...

@@ -34,10 +34,36 @@ LONGEST_FIRST = (
 )
 
 
+# Files whose tests share one session-wide fixture across workers (a file lock, see test_installed_package.py's
+# `installed`): their tests are dealt out to the heads of the workers' first shares, so that its several
+# minutes-long tests (the README's installed-user examples) run side by side, not one after another on the
+# worker whose share they fall in (worksteal takes work only from the tail of a share).
+SPREAD_ACROSS_WORKERS = ("test_installed_package.py",)
+
+
 def pytest_collection_modifyitems(config, items):
     rank = {name: position for position, name in enumerate(LONGEST_FIRST)}
     position = {id(item): index for index, item in enumerate(items)}
     items.sort(key=lambda item: (rank.get(item.path.name, len(rank)), position[id(item)]))
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if workers > 1:
+        items[:] = _spread(items, workers)
+
+
+def _spread(items: list, workers: int) -> list:
+    """`items` reordered so each worker's first share (as worksteal cuts it: the pending tests split evenly,
+    in order) starts with its turn of the SPREAD_ACROSS_WORKERS tests, longest-first order kept otherwise."""
+    spread = [item for item in items if item.path.name in SPREAD_ACROSS_WORKERS]
+    rest = [item for item in items if item.path.name not in SPREAD_ACROSS_WORKERS]
+    ordered: list = []
+    remaining = len(items)
+    for worker in range(workers):
+        share = remaining // (workers - worker)
+        mine = spread[worker::workers]
+        ordered += mine + rest[:max(0, share - len(mine))]
+        rest = rest[max(0, share - len(mine)):]
+        remaining -= share
+    return ordered + rest
 
 
 @pytest.fixture(scope="session", autouse=True)

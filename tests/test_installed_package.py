@@ -23,6 +23,7 @@ import csv
 import json
 import os
 import re
+import shutil
 import stat
 import subprocess
 import tarfile
@@ -89,9 +90,29 @@ def _clean_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     return env | {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"} | (extra or {})
 
 
-@pytest.fixture(scope="module")
-def installed(tmp_path_factory: pytest.TempPathFactory) -> InstalledCapjudge:
-    root = tmp_path_factory.mktemp("installed_capjudge")
+@pytest.fixture(scope="session")
+def installed(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> InstalledCapjudge:
+    """One installed venv for the whole test run, shared by every xdist worker: the first worker to need it
+    builds it under a file lock in the folder above the workers' own temporary roots, the others wait for it
+    and read what it recorded (tests/conftest.py deals this file's tests out to the workers)."""
+    from filelock import FileLock
+
+    base = tmp_path_factory.getbasetemp()
+    root = (base.parent if worker_id != "master" else base) / "installed_capjudge"
+    record = root / "installed.json"
+    with FileLock(f"{root}.lock"):
+        if not record.is_file():
+            shutil.rmtree(root, ignore_errors=True)  # a build that died half-way is built again
+            root.mkdir()
+            built = _build_installed(root)
+            record.write_text(json.dumps({field: str(value) if isinstance(value, Path) else value
+                                          for field, value in vars(built).items()}), encoding="utf-8")
+    fields = json.loads(record.read_text(encoding="utf-8"))
+    paths = {"venv", "wheel", "sdist", "outside"}
+    return InstalledCapjudge(**{key: Path(value) if key in paths else value for key, value in fields.items()})
+
+
+def _build_installed(root: Path) -> InstalledCapjudge:
     dist = root / "dist"
     # As `python -m build` does, offline: the sdist from the checkout, then the wheel from the unpacked sdist (so
     # the sdist is proven to hold what a build needs, and no stale build/ folder of the checkout reaches the
@@ -131,6 +152,91 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> InstalledCapjudge:
                              requirements, openai_before)
 
 
+# The tests in the order conftest.py deals them out to the workers (SPREAD_ACROSS_WORKERS): the
+# longest first.
+
+# The README's installed-user examples (tests/readme_examples.py), each run as written by one test below,
+# which checks what it made beyond the files its marker names.
+INSTALLED_EXAMPLES = {
+    "demo": "capjudge demo --limit 1",
+    "lmms-eval loop": "for set in good fair poor",
+    "sensitivity": "capjudge sensitivity --task gveval_demo",
+}
+
+
+def _run_readme_example(installed: InstalledCapjudge, tmp_path: Path, name: str, judge_url: str | None = None
+                        ) -> tuple[Path, subprocess.CompletedProcess[str]]:
+    """One README example, as written, from a fresh folder outside the repository, with the installed venv
+    first on PATH (as after activating it), a private HOME, and the scripted judge as the configured judge."""
+    from readme_examples import examples, run_example
+
+    (example,) = [example for example in examples() if example.kind == "installed"
+                  and INSTALLED_EXAMPLES[name] in example.code]
+    folder = installed.outside / f"readme_{re.sub(r'[^a-z]+', '_', name)}"
+    folder.mkdir()
+    home = tmp_path / "home"
+    home.mkdir()
+    judge = {} if judge_url is None else harness_env(judge_url, cache_path=tmp_path / "cache.sqlite",
+                                                     datasets_cache=tmp_path / "hf_datasets_cache")
+    env = _clean_env({**judge, "HOME": str(home), "VIRTUAL_ENV": str(installed.venv),
+                      "PATH": f"{installed.venv / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}"})
+    return folder, run_example(example, cwd=folder, env=env, timeout=1200)
+
+
+@pytest.mark.timeout(1200)  # the embedded judge on 2 loaded cores: minutes per caption set
+def test_the_embedded_judge_compares_three_caption_sets_with_no_key(installed, tmp_path):
+    # The README's example with no judge configured at all: the embedded judge needs no key.
+    folder, done = _run_readme_example(installed, tmp_path, "demo")
+    out = folder / "demo"
+    assert done.stdout.startswith(f"capjudge {_project_version()}")
+    with (out / "leaderboard.csv").open(encoding="utf-8", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    assert sorted(row["model"] for row in rows) == ["fair", "good", "poor"]  # a comparison, not a single row
+    shared = [path for path in out.rglob("*") if path.is_file() and not path.name.startswith(".")
+              and path.suffix in (".md", ".csv", ".html", ".png", ".json", ".jsonl")]
+    modes = {str(path.relative_to(out)): stat.S_IMODE(path.stat().st_mode) for path in shared}
+    assert {"leaderboard.md", "leaderboard.csv", "leaderboard.html", "leaderboard.png"} <= set(modes)
+    assert set(modes.values()) == {0o644}, modes  # made to be shared: the umask's mode, as lmms-eval's own files
+    # Nothing of the reply cache's write-ahead log is left beside it once the command has exited.
+    assert not [path.name for path in out.rglob("*.sqlite-*")], sorted(path.name for path in out.rglob("*"))
+
+
+def test_the_lmms_eval_loop_ranks_three_caption_sets_with_rows_linked_to_the_report(installed, tmp_path):
+    with judge_server() as judge:
+        folder, done = _run_readme_example(installed, tmp_path, "lmms-eval loop", judge.base_url)
+        asked = len(judge.completions)
+    assert asked == 3 * len(DEMO_TASKS) * 2  # three caption sets, both tasks, --limit 2: each judged once
+    with (folder / "leaderboard" / "leaderboard.csv").open(encoding="utf-8", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    assert sorted(row["model"] for row in rows) == ["fair", "good", "poor"]
+    page = (folder / "leaderboard" / "leaderboard.html").read_text(encoding="utf-8")
+    from capjudge.metrics.item_report.report import items_link
+
+    for model in ("good", "fair", "poor"):
+        link = "report/" + items_link(DEMO_TASKS[0], model)
+        assert f'href="{link.replace("&", "&amp;")}"' in page, model
+
+
+def test_the_sensitivity_example_judges_every_variant_and_prices_before_paying(installed, tmp_path):
+    with judge_server() as judge:
+        folder, done = _run_readme_example(installed, tmp_path, "sensitivity", judge.base_url)
+        asked = len(judge.completions)
+    report = json.loads((folder / "sensitivity" / "sensitivity_gveval_demo.json").read_text(encoding="utf-8"))
+    assert len(report["items"]) == 10
+    assert 0 < asked <= 10 * (1 + 5)  # the originals and their variants; a variant equal to another is asked once
+    assert "ignoring" not in done.stderr  # the packaged captions file does not warn about itself
+
+
+def test_every_installed_user_example_of_the_readme_is_run_here():
+    from readme_examples import examples
+
+    installed_examples = [example for example in examples() if example.kind == "installed"]
+    covered = {name: [example for example in installed_examples if phrase in example.code]
+               for name, phrase in INSTALLED_EXAMPLES.items()}
+    assert all(len(found) == 1 for found in covered.values()), covered
+    assert len(installed_examples) == len(INSTALLED_EXAMPLES), [str(example) for example in installed_examples]
+
+
 def test_every_capjudge_module_comes_from_the_wheel_not_the_checkout(installed):
     probe = ("import json, capjudge, capjudge.judges, capjudge.metrics, capjudge.models, capjudge.tasks, importlib.metadata as m;"
              "print(json.dumps({'path': list(capjudge.__path__), 'files': [capjudge.judges.__file__, capjudge.metrics.__file__,"
@@ -149,17 +255,6 @@ def test_every_capjudge_module_comes_from_the_wheel_not_the_checkout(installed):
     assert {"gveval/gveval_demo.yaml", "anycap_style/anycap_style_demo.yaml", "suites/capjudge.yaml",
             "suites/capjudge_demo.yaml", "demo/captions_good.jsonl"} <= {
         path.relative_to(tasks_folder).as_posix() for path in tasks_folder.rglob("*") if path.is_file()}
-
-
-def test_the_plugin_convention_registers_the_model_from_the_wheel(installed):
-    # lmms-eval imports `<plugin>.models` and registers each AVAILABLE_MODELS entry under the plugin's path
-    # (before the entry points, which name the same class); on 0.7.3 main this import was the crash.
-    probe = ("from lmms_eval.models import AVAILABLE_SIMPLE_MODELS, get_model; import json;"
-             "model = get_model('captions_file');"
-             "print(json.dumps([AVAILABLE_SIMPLE_MODELS['captions_file'], model.__module__, __import__(model.__module__).__file__]))")
-    env = _clean_env({"LMMS_EVAL_PLUGINS": "capjudge"})
-    class_path, module, _ = json.loads(installed.run(installed.python, "-W", "ignore", "-c", probe, env=env).stdout.strip().splitlines()[-1])
-    assert (class_path, module) == ("capjudge.models.captions_file.CaptionsFile", "capjudge.models.captions_file")
 
 
 def test_lmms_eval_runs_a_demo_task_and_the_group_and_the_leaderboard_reads_it(installed, tmp_path):
@@ -202,6 +297,17 @@ def test_lmms_eval_runs_a_demo_task_and_the_group_and_the_leaderboard_reads_it(i
     assert page.count(f"capjudge {_project_version()}") == len(DEMO_TASKS)
 
 
+def test_the_plugin_convention_registers_the_model_from_the_wheel(installed):
+    # lmms-eval imports `<plugin>.models` and registers each AVAILABLE_MODELS entry under the plugin's path
+    # (before the entry points, which name the same class); on 0.7.3 main this import was the crash.
+    probe = ("from lmms_eval.models import AVAILABLE_SIMPLE_MODELS, get_model; import json;"
+             "model = get_model('captions_file');"
+             "print(json.dumps([AVAILABLE_SIMPLE_MODELS['captions_file'], model.__module__, __import__(model.__module__).__file__]))")
+    env = _clean_env({"LMMS_EVAL_PLUGINS": "capjudge"})
+    class_path, module, _ = json.loads(installed.run(installed.python, "-W", "ignore", "-c", probe, env=env).stdout.strip().splitlines()[-1])
+    assert (class_path, module) == ("capjudge.models.captions_file.CaptionsFile", "capjudge.models.captions_file")
+
+
 def test_the_build_is_free_of_setuptools_warnings(installed):
     # e.g. "Package 'capjudge.tasks.demo' is absent from the `packages` configuration" for a data folder.
     warnings = [line for line in installed.build_output.splitlines()
@@ -240,9 +346,10 @@ def test_the_sdist_and_the_wheel_pass_twine_check_and_the_sdist_leaves_the_tests
     assert not any(name.startswith("tests/") for name in names)
     with zipfile.ZipFile(installed.wheel) as wheel:
         files = set(wheel.namelist())
-    assert {"capjudge/models/captions_file.py", "capjudge/tasks/suites/capjudge_demo.yaml"} <= files
-    # tasks/models is installed once, as capjudge.models: never a second copy under capjudge/tasks/.
-    assert not any(name.startswith("capjudge/tasks/models/") for name in files)
+    assert {"capjudge/models/captions_file.py", "capjudge/api/__init__.py", "capjudge/tasks/suites/capjudge_demo.yaml"} <= files
+    # tasks/models is installed once, as capjudge.models, and tasks/api once, as capjudge.api: never a second copy
+    # under capjudge/tasks/.
+    assert not any(name.startswith(("capjudge/tasks/models/", "capjudge/tasks/api/")) for name in files)
 
 
 def test_the_cpu_route_keeps_cpu_torch_and_the_users_openai_and_installs_no_cuda(installed):
@@ -261,23 +368,6 @@ def test_the_cpu_route_keeps_cpu_torch_and_the_users_openai_and_installs_no_cuda
                            text=True, check=False)
     problems = [line for line in check.stdout.splitlines() if line.strip()]
     assert problems and all(re.match(r"lmms-eval \S+ requires (torchvision|timm)\b", line) for line in problems), problems
-
-
-def test_the_embedded_judge_compares_two_caption_sets_with_no_key(installed, tmp_path):
-    home = tmp_path / "home"
-    home.mkdir()
-    out = installed.outside / "demo"
-    done = installed.run(installed.capjudge, "demo", "--limit", "1", "--caption-sets", "good", "poor", "--out", out,
-                         env=_clean_env({"HOME": str(home)}), timeout=600)
-    assert "Traceback" not in done.stderr
-    with (out / "leaderboard.csv").open(encoding="utf-8", newline="") as handle:
-        rows = list(csv.DictReader(handle))
-    assert sorted(row["model"] for row in rows) == ["good", "poor"]  # a comparison, not a single row
-    shared = [path for path in out.rglob("*") if path.is_file() and not path.name.startswith(".")
-              and path.suffix in (".md", ".csv", ".html", ".png", ".json", ".jsonl")]
-    modes = {str(path.relative_to(out)): stat.S_IMODE(path.stat().st_mode) for path in shared}
-    assert {"leaderboard.md", "leaderboard.csv", "leaderboard.html", "leaderboard.png"} <= set(modes)
-    assert set(modes.values()) == {0o644}, modes  # made to be shared: the umask's mode, as lmms-eval's own files
 
 
 def _project_version() -> str:

@@ -113,7 +113,9 @@ def test_a_harness_run_re_scores_in_the_judging_stage_with_zero_requests(tmp_pat
                         "--out", str(tmp_path / "judged"), cache=cache)
         assert staged.returncode == 0, staged.stderr[-3000:]
         assert judge.log == []
-    assert "ignoring 10 ids that are not items of 'gveval_demo'" in staged.stderr  # the file also holds AnyCap's
+    # The packaged file holds AnyCap's ids too, on purpose (it serves the capjudge_demo group): no note about them
+    # (issue 47: a packaged example file does not warn about itself; a user's own file does, in the test below).
+    assert "ignoring" not in staged.stderr
     staged_samples = _samples(tmp_path / "judged")
     assert len(staged_samples) == N_ITEMS
     assert _values(staged_samples) == _values({s["judged"]["item_id"]: s for s in harness.samples(TASK)})

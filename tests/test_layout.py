@@ -17,10 +17,30 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 TOP_FOLDERS = {"judges": "capjudge.judges", "metrics": "capjudge.metrics", "tasks": "capjudge.tasks"}
 # Folders installed as a package of their own name rather than under their top folder's: lmms-eval's plugin
 # convention (LMMS_EVAL_PLUGINS=capjudge) imports `capjudge.models`, so tasks/models is that package.
-RENAMED_FOLDERS = {"tasks/models": "capjudge.models"}
+# tasks/api is capjudge.api, the public Python API (README "Python API"): one namespace a notebook imports.
+RENAMED_FOLDERS = {"tasks/models": "capjudge.models", "tasks/api": "capjudge.api"}
 LAYER = {"judges": 0, "metrics": 1, "tasks": 2}
-# Task folders lmms-eval loads by path (YAML + utils.py); they are data for lmms-eval, not capjudge modules.
-TASK_FOLDERS = {"gveval", "anycap_style", "demo", "suites"}
+# Packages on a floor of their own above their folder's: the public API may import every layer, and nothing in
+# capjudge may import it (it is the users' entry, never a dependency of the commands or the tasks).
+PACKAGE_LAYER = {"capjudge.api": 3}
+
+
+def _task_folders() -> set[str]:
+    """The folders of tasks/ that are data for lmms-eval, not capjudge modules: the task folders it loads by
+    path (YAML + utils.py) and packaged data (demo/). Known by convention, so that a new judge's task folder
+    needs no edit here (README, "A third judge"): a folder of tasks/ without an __init__.py that holds a task
+    YAML, or no Python at all. A code package that lacks its __init__.py holds Python and no YAML: it stays a
+    package here, and the pyproject check below names it."""
+    found = set()
+    for folder in (REPO_ROOT / "tasks").iterdir():
+        if not folder.is_dir() or folder.name == "__pycache__" or (folder / "__init__.py").exists():
+            continue
+        if any(folder.glob("*.yaml")) or not any(folder.rglob("*.py")):
+            found.add(folder.name)
+    return found
+
+
+TASK_FOLDERS = _task_folders()
 # A module longer than this holds more than one job: split it by job (issue #38).
 MAX_MODULE_LINES = 450
 
@@ -146,10 +166,18 @@ def _import_graph(type_checking: bool = False) -> dict[str, set[str]]:
             for name, path in modules.items()}
 
 
+def _layer(module: str, path: Path) -> int:
+    """A module's floor: its package's own (PACKAGE_LAYER), else the top folder its file sits in (capjudge.models
+    is in tasks/)."""
+    for package, floor in PACKAGE_LAYER.items():
+        if module == package or module.startswith(package + "."):
+            return floor
+    return LAYER[path.relative_to(REPO_ROOT).parts[0]]
+
+
 def test_imports_only_go_down_the_layers():
-    # A module's layer is the top folder its file sits in (capjudge.models is in tasks/). Type-only imports
-    # count too: an annotation naming a higher layer's type is a dependency on that layer.
-    layer = {name: LAYER[path.relative_to(REPO_ROOT).parts[0]] for name, path in _modules().items()}
+    # Type-only imports count too: an annotation naming a higher layer's type is a dependency on that layer.
+    layer = {name: _layer(name, path) for name, path in _modules().items()}
     upward = [f"{module} imports {imported}" for module, imported_set in _import_graph(type_checking=True).items()
               for imported in sorted(imported_set) if layer[imported] > layer[module]]
     assert upward == []
@@ -208,6 +236,13 @@ def test_the_layout_checks_can_fail():
     finally:
         probe.unlink()
     assert re.search(r"^judges/", _readme_layout_block(), re.M)
+    # The public API is its own floor, above the commands: a tasks module importing it would import upward.
+    modules = _modules()
+    assert _layer("capjudge.api.judging", modules["capjudge.api.judging"]) > _layer("capjudge.tasks.cli.main",
+                                                                                    modules["capjudge.tasks.cli.main"])
+    # The task folders are found by convention: the shipped ones, and no code package among them.
+    assert {"gveval", "anycap_style", "demo", "suites"} <= TASK_FOLDERS
+    assert not TASK_FOLDERS & {"cli", "judged", "judging", "models", "sensitivity"}
     assert {"judges/client/judge_client.py", "tasks/cli/main.py", "judges/types.py"} <= _readme_layout_modules()
 
 
@@ -217,17 +252,26 @@ def test_the_layout_checks_can_fail():
 # anywhere else still fails.
 ALLOWED_REPEATS = {
     # Module protocols: the same function in each module of a kind, called through the module.
-    "main": {"judges/local/llama_server.py", "tasks/cli/main.py", "tasks/cpu_requirements.py"},  # `python -m`
+    "main": {"judges/local/llama_server.py", "tasks/cli/main.py", "tasks/cli/reference.py",
+             "tasks/cpu_requirements.py"},  # `python -m`
     # Each subcommand module of tasks/cli: register(subparsers) and run(args), found by tasks/cli/main.py.
     "register": {f"tasks/cli/{name}.py" for name in ("agreement", "anycap", "cache", "correlate", "demo", "estimate",
                                                      "gveval", "judge", "leaderboard", "reliability", "report",
                                                      "sensitivity", "serve_local", "tasks_folder", "vatex")},
     "run": {f"tasks/cli/{name}.py" for name in ("demo", "estimate", "judge", "leaderboard", "sensitivity")},
-    # Each judge module's own API (its prompt, its request, its constrained-reply schema), called as
-    # `gveval.render_prompt(...)` / `anycap.build_request(...)`: the same role, one per judge.
-    **{name: {"judges/gveval/judge.py", "judges/anycap/judge.py"}
-       for name in ("build_request", "load_template", "local_reply_constraint", "render_prompt")},
 }
+# Each judge module's own API (its prompt, its request, its constrained-reply schema), called as
+# `gveval.render_prompt(...)` / `anycap.build_request(...)`: the same role, one per judge. Allowed in every
+# judge's `judges/<judge>/judge.py` by that convention, so a new judge needs no entry here; anywhere else they
+# clash like any other name.
+JUDGE_MODULE_ROLES = ("build_request", "load_template", "local_reply_constraint", "render_prompt")
+JUDGE_MODULE = re.compile(r"judges/[a-z0-9_]+/judge\.py")
+
+
+def _may_repeat(name: str, files: set[str]) -> bool:
+    if name in JUDGE_MODULE_ROLES:
+        return all(JUDGE_MODULE.fullmatch(file) for file in files)
+    return files <= ALLOWED_REPEATS.get(name, set())
 
 
 def _public_definitions(paths: list[Path]) -> dict[str, set[str]]:
@@ -242,7 +286,7 @@ def _public_definitions(paths: list[Path]) -> dict[str, set[str]]:
 
 def _repeated_names(paths: list[Path]) -> list[str]:
     return [f"{name}: {', '.join(sorted(files))}" for name, files in sorted(_public_definitions(paths).items())
-            if len(files) > 1 and not files <= ALLOWED_REPEATS.get(name, set())]
+            if len(files) > 1 and not _may_repeat(name, files)]
 
 
 def test_each_public_name_is_defined_in_one_module():
@@ -259,12 +303,19 @@ def test_the_repeated_names_check_can_fail():
         # An allowed name defined outside the modules allowed to define it fails too.
         second.write_text("def main():\n    pass\n", encoding="utf-8")
         assert _repeated_names([first, second]) == ["main: tests/__names_probe_a__.py, tests/__names_probe_b__.py"]
+        # A judge module's role name outside a judge module clashes too.
+        first.write_text("def build_request():\n    pass\n", encoding="utf-8")
+        second.write_text("def build_request():\n    pass\n", encoding="utf-8")
+        assert _repeated_names([first, second]) == [
+            "build_request: tests/__names_probe_a__.py, tests/__names_probe_b__.py"]
     finally:
         first.unlink(missing_ok=True)
         second.unlink(missing_ok=True)
     # Every allowed repeat is still a repeat: an entry whose modules no longer define the name is stale.
     defined = _public_definitions(sorted(_modules().values()))
     assert {name: files for name, files in ALLOWED_REPEATS.items() if not files <= defined.get(name, set())} == {}
+    shipped_judges = {"judges/gveval/judge.py", "judges/anycap/judge.py"}
+    assert {name: defined.get(name) for name in JUDGE_MODULE_ROLES if not shipped_judges <= defined.get(name, set())} == {}
 
 
 def test_who_judges_is_told_apart_in_one_place():

@@ -290,6 +290,30 @@ def test_one_reply_per_item_reports_no_judge_noise(judged):
 
 
 @pytest.mark.slow
+def test_rows_link_to_an_item_report_beside_the_leaderboard_without_the_flag(judged):
+    """As `capjudge demo` lays them out (OUT/report/report.html): the README's lmms-eval loop makes the same
+    page with `capjudge report runs --out OUT/report` and gets the same links with no --report-url."""
+    from capjudge.metrics.item_report.report import items_link
+
+    root, runs = judged
+    (root / "beside" / "report").mkdir(parents=True)
+    (root / "beside" / "report" / "report.html").write_text("<!doctype html><title>items</title>", encoding="utf-8")
+    _, _, said = _board(root, "beside", f"single run={runs['single']}")
+    page = (root / "beside" / "leaderboard.html").read_text(encoding="utf-8")
+    expected = "report/" + items_link(TASK, "single run")
+    assert f'<a href="{expected.replace("&", "&amp;")}">single run</a>' in page
+    assert f"rows link to the item report beside the leaderboard, {root / 'beside' / 'report' / 'report.html'}" in said
+    # No report there: no links, and nothing said about one.
+    _, _, said = _board(root, "alone", f"single run={runs['single']}")
+    assert '<a href="report/' not in (root / "alone" / "leaderboard.html").read_text(encoding="utf-8")
+    assert "item report" not in said
+    # A folder named report.html is not a report.
+    (root / "odd" / "report" / "report.html").mkdir(parents=True)
+    _board(root, "odd", f"single run={runs['single']}")
+    assert '<a href="report/' not in (root / "odd" / "leaderboard.html").read_text(encoding="utf-8")
+
+
+@pytest.mark.slow
 def test_replies_that_do_not_average_to_the_metric_are_named(judged, tmp_path):
     """A samples log whose item value no longer equals its replies' mean (edited): the metric keeps an
     items-only CI, and a warning names the run and the metric."""

@@ -246,3 +246,45 @@ def test_the_server_stops_when_the_process_that_started_it_is_killed(tmp_path):
         time.sleep(0.5)
     os.kill(server_pid, signal.SIGKILL)  # do not leave it behind, then fail
     pytest.fail(f"the local judge server (pid {server_pid}) outlived the process that started it")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stop_signal", ["SIGTERM", "SIGHUP"])
+def test_serve_local_stopped_by_a_signal_stops_its_server_and_removes_its_folder(tmp_path, stop_signal):
+    """A service manager stops `capjudge serve-local` with SIGTERM, a closed terminal with SIGHUP: the server
+    child must go with it and its capjudge-local-judge-* folder must not stay in the temporary directory."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    serving = subprocess.Popen(
+        [sys.executable, "-m", "capjudge.tasks.cli", "serve-local", "--port", "0", "--quiet"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "TMPDIR": str(temp)},
+    )
+    try:
+        announced = serving.stdout.readline()
+        assert announced.startswith("Serving "), announced + serving.stderr.read()
+        folders = [path.name for path in temp.iterdir()]
+        assert any(name.startswith("capjudge-local-judge-") for name in folders), folders
+        base_url = re.search(r"at (http://\S+)", announced).group(1)
+        with urllib.request.urlopen(f"{base_url}/models", timeout=30) as response:
+            assert response.status == 200
+        serving.send_signal(getattr(signal, stop_signal))
+        assert serving.wait(timeout=60) == 0
+    finally:
+        if serving.poll() is None:
+            serving.kill()
+            serving.wait()
+    assert list(temp.iterdir()) == []
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            urllib.request.urlopen(f"{base_url}/models", timeout=2)
+        except (urllib.error.URLError, OSError):
+            return  # the server is gone too
+        time.sleep(0.5)
+    pytest.fail(f"the local judge server at {base_url} outlived `capjudge serve-local` stopped by {stop_signal}")

@@ -162,7 +162,11 @@ def test_a_hub_dataset_goes_through_the_same_row_checks(tmp_path, monkeypatch):
     monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", tmp_path / "hf_cache")
     repo = tmp_path / "anycap_repo"
     repo.mkdir()
-    rows = [_anycap_row(id=1), _anycap_row(id=2, restriction=["theme", "Write two sentences."])]
+    # (Row 2's length instruction states a length the rule reads and its instruction asks for: "Write two
+    # sentences." under "Describe it in 20 to 30 words." is refused since issue 46.)
+    rows = [_anycap_row(id=1), _anycap_row(id=2, restriction=["theme", "It needs to be exactly two sentences."],
+                                           conversations=[{"from": "human", "value": "Describe its theme in two sentences."},
+                                                          {"from": "gpt", "value": "Calm. Quiet."}])]
     (repo / "test.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
     source = resolve_source({"hub_env": "H", "videos_env": "V"}, env={"H": str(repo), "V": str(tmp_path / "clips")})
     loaded = load_rows(source, ANYCAP_FORMAT, "test")

@@ -20,7 +20,7 @@ from functools import lru_cache
 from importlib import resources
 from typing import TYPE_CHECKING, Any, Literal, Mapping, Sequence
 
-from capjudge.judges.anycap.parser import AnyCapVerdict, parse_anycap_reply
+from capjudge.judges.anycap.parser import MIN_SCORE, AnyCapVerdict, parse_anycap_reply
 from capjudge.judges.anycap.length_rule import (
     DEFAULT_TOLERANCE_PERCENT,
     MAX_SCORE,
@@ -35,11 +35,10 @@ from capjudge.judges.datasets.anycap_video import CAPTION_TYPES, UnknownCaptionT
 from capjudge.judges.anycap.reply_view import view_anycap_reply
 from capjudge.judges.descriptor import FrameGeometry, JudgeDescriptor
 from capjudge.judges.record import ReplyFields
-from capjudge.judges.types import ChatRequest, ImagePart
+from capjudge.judges.types import ChatRequest, ImagePart, JudgeCaller
 from capjudge.judges.anycap.wordcount import count_words
 
 if TYPE_CHECKING:
-    from capjudge.judges.client.judge_client import JudgeClient
     from capjudge.judges.video import FrameSource, PathLike
 
 __all__ = [
@@ -83,6 +82,7 @@ DESCRIPTOR = JudgeDescriptor(
     reply_grammar='bare JSON {"score": 0-4, "reason": "..."} (a fenced or embedded object is accepted)',
     score_level="ordinal",  # five ranked grades, not a measured distance
     view_reply=view_anycap_reply,
+    score_range=(MIN_SCORE, MAX_SCORE),
 )
 
 FLAG_INSTRUCTION_MISSING = "instruction_missing"
@@ -233,7 +233,7 @@ class AnyCapJudge:
 
     def __init__(
         self,
-        client: "JudgeClient",
+        client: JudgeCaller,
         tolerance: int = DEFAULT_TOLERANCE_PERCENT,
         instruction_rule: bool = False,
         max_tries: int = PUBLISHED_MAX_TRIES,

@@ -191,10 +191,11 @@ class BatchApi:
     texts go into the state file and onto the screen. Replies are redacted where they are stored
     (`JudgeClient.store_reply`), never before they are scored."""
 
-    def __init__(self, sdk: Any, *, azure: bool = False, redact: Callable[[str], str] = lambda text: text):
+    def __init__(self, sdk: Any, *, endpoint: str = "/v1/chat/completions",
+                 redact: Callable[[str], str] = lambda text: text):
         self._sdk = sdk
         self._redact = redact
-        self.endpoint = "/chat/completions" if azure else "/v1/chat/completions"
+        self.endpoint = endpoint  # each line's `url`: the backend's `batch_endpoint` (Azure's has no /v1)
 
     def upload(self, path: Path) -> str:
         with Path(path).open("rb") as handle:

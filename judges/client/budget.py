@@ -24,7 +24,9 @@ machine shares (a folder per judge endpoint and model, beside the reply cache):
   this never depends on which one a server means (see reconcile).
 - a pause every process honours: set on a 429 with Retry-After, or when the headers say a window is
   exhausted, where they name no limit to pace by, so the other ranks do not run into the same wall (a 429
-  that names its limit is paced by the window like any reply; see JudgeClient._after_rate_limited).
+  that names its limit is paced by the window like any reply; see capjudge.judges.client.pacing). Bounded
+  and said by the client; honoured only while the process told it lives (capjudge.judges.client.pauses).
+- a wait for room in a window (1 s or more; never longer than the window) is said with its cause and end.
 
 Several machines share no files: each sees the others only through the API's count (`remaining`, reconciled
 after each reply, so they stay under the limit but may meet a 429 between replies); giving each its share
@@ -45,10 +47,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from capjudge.judges.client import pauses
 from capjudge.judges.client.cache_files import enable_wal
 from capjudge.judges.client.config import JudgeConfig
 from capjudge.judges.client.charge import (
     RATIO_KEYS,
+    BudgetFileError,
+    add_base_column,
+    check_budget_paths,
     forget_samples_since,
     ratio_in_force,
     record_refusal,
@@ -97,9 +103,11 @@ def judge_budget_folder(config: JudgeConfig) -> Path:
 
 
 class MachineBudget:
-    def __init__(self, folder: Path, limits: Limits):
+    def __init__(self, folder: Path, limits: Limits, notices: pauses.WaitNotices | None = None):
         self.folder = Path(folder)
         self.limits = limits
+        self.notices = notices or pauses.WaitNotices()
+        check_budget_paths(self.folder)  # one line before any item, not a traceback
         self.folder.mkdir(parents=True, exist_ok=True)
         self._local = threading.local()
         self._threads_seen = itertools.count()
@@ -109,9 +117,12 @@ class MachineBudget:
         self._pause = _PauseView()
         # The requests this process sends while it knows no limit, which no window records (see learn).
         self._unrecorded = _Unrecorded(2 * limits.max_in_flight)
-        with self._db() as db:
-            db.executescript(SCHEMA)
-            _add_base_column(db)
+        try:
+            with self._db() as db:
+                db.executescript(SCHEMA + pauses.SCHEMA)
+                add_base_column(db)
+        except sqlite3.Error as error:
+            raise BudgetFileError(f"budget file {self.folder / 'window.sqlite'}: {error}") from None
 
     # -- requests in flight -------------------------------------------------------------------------
     @contextmanager
@@ -163,21 +174,23 @@ class MachineBudget:
                     self._unrecorded.sent(time.time(), tokens)
                     return None
             else:
-                wait = self._try_admit(tokens())
-                if isinstance(wait, int):
-                    return wait
+                admitted = self._try_admit(tokens())
+                if isinstance(admitted, int):
+                    return admitted
+                wait, cause = admitted
+                if cause:
+                    self.notices.say(wait, cause)
             time.sleep(min(max(wait, _POLL_MIN), 1.0))
 
     def _pause_remaining(self) -> float:
         now = time.monotonic()
         until = self._pause.until if now - self._pause.read_at < _PAUSE_READ_EVERY else None
         if until is None:
-            row = self._db().execute("SELECT value FROM meta WHERE key = 'pause_until'").fetchone()
-            until = row[0] if row is not None else 0.0
+            until = pauses.pause_until(self._db(), time.time())
             self._pause = _PauseView(until, now)
         return until - time.time()
 
-    def _try_admit(self, tokens: int) -> int | float:
+    def _try_admit(self, tokens: int) -> int | tuple[float, str]:
         # A request is counted from when it is sent here, but the API counts it from when it arrives there,
         # a little later and not always equally later: a guard keeps each request in our window a little
         # longer than in theirs (1% of the window + 50 ms, at most 1 s), so the two never disagree at the edge.
@@ -189,10 +202,10 @@ class MachineBudget:
         try:
             db.execute("DELETE FROM sent WHERE at <= ?", (now - _SENT_KEPT_WINDOWS * window,))
             db.execute("DELETE FROM outside WHERE at <= ?", (now - window,))
-            paused = db.execute("SELECT value FROM meta WHERE key = 'pause_until'").fetchone()
-            if paused is not None and paused[0] > now:
+            paused = pauses.pause_until(db, now)
+            if paused > now:
                 db.execute("COMMIT")
-                return float(paused[0] - now)
+                return paused - now, ""  # said by the process that was told it
             meta = dict(db.execute("SELECT key, value FROM meta WHERE key IN ('tat_requests', 'tat_tokens', ?, ?, ?)",
                                    RATIO_KEYS).fetchall())
             # The API's charge as learned (reserved, in the window and the pacing), the estimate kept beside it.
@@ -201,11 +214,11 @@ class MachineBudget:
             rows = db.execute("SELECT at, 1, tokens FROM sent WHERE at > ? UNION ALL SELECT at, requests, tokens "
                               "FROM outside ORDER BY 1", (now - window,)).fetchall()
             count, used = sum(row[1] for row in rows), sum(row[2] for row in rows)
-            wait = 0.0
-            if rpm is not None and count + 1 > rpm:
-                wait = max(wait, _when_freed(rows, 1, count + 1 - rpm) + window - now)  # when enough of the oldest leave
+            waits = [(0.0, "")]
+            if rpm is not None and count + 1 > rpm:  # when enough of the oldest leave
+                waits.append((_when_freed(rows, 1, count + 1 - rpm) + window - now, self._cause("requests", rpm, False)))
             if tpm is not None and rows and used + tokens > tpm:
-                wait = max(wait, _when_freed(rows, 2, used + tokens - tpm) + window - now)
+                waits.append((_when_freed(rows, 2, used + tokens - tpm) + window - now, self._cause("tokens", tpm, False)))
             # Even pacing inside the window (GCRA): APIs enforce per-minute limits over shorter slices too
             # (OpenAI: "60,000 requests/minute may be enforced as 1,000 requests/second"), so a minute's
             # budget sent in one burst would meet 429s. Each request moves a theoretical arrival time on by
@@ -213,19 +226,20 @@ class MachineBudget:
             # (1 s of a minute) ahead of now.
             ahead = self.limits.window / 60
             if rpm is not None:
-                wait = max(wait, meta.get("tat_requests", 0.0) - ahead - now)
+                waits.append((meta.get("tat_requests", 0.0) - ahead - now, self._cause("requests", rpm, True)))
             if tpm is not None:
-                wait = max(wait, meta.get("tat_tokens", 0.0) - ahead - now)
+                waits.append((meta.get("tat_tokens", 0.0) - ahead - now, self._cause("tokens", tpm, True)))
+            wait, cause = max(waits, key=lambda found: found[0])
             if wait > 0:
                 db.execute("COMMIT")
-                return float(wait)
+                return float(wait), cause
             ticket = db.execute("INSERT INTO sent (at, tokens, base) VALUES (?, ?, ?)", (now, tokens, base)).lastrowid
             for key, limit, cost in (("tat_requests", rpm, 1), ("tat_tokens", tpm, tokens)):
                 if limit is not None:
                     db.execute("INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = "
                                "excluded.value", (key, max(meta.get(key, 0.0), now) + self.limits.window * cost / limit))
             db.execute("COMMIT")
-            return int(ticket)  # an int is a ticket; a float is how long to wait
+            return int(ticket)  # an int is a ticket; (seconds, why) is how long to wait
         except BaseException:
             db.execute("ROLLBACK")
             raise
@@ -290,15 +304,17 @@ class MachineBudget:
             raise
 
     def pause_all(self, seconds: float) -> None:
-        """Every process holds off for `seconds` (the headers said a window is exhausted, or a 429 came)."""
+        """Every process of the run holds off for `seconds` (the headers said a window is exhausted, or a 429
+        came), while this one lives (capjudge.judges.client.pauses). The caller bounds and says it."""
         if seconds <= 0:
             return
         until = time.time() + seconds
         self._pause = _PauseView(max(until, self._pause.until), time.monotonic())  # seen here at once
-        self._db().execute(
-            "INSERT INTO meta (key, value) VALUES ('pause_until', ?) "
-            "ON CONFLICT(key) DO UPDATE SET value = max(value, excluded.value)", (until,)
-        )
+        pauses.set_pause(self._db(), until)
+
+    def _cause(self, window: str, limit: int, pacing: bool) -> str:
+        configured = (self.limits.rpm if window == "requests" else self.limits.tpm) == limit
+        return pauses.window_cause(window, limit, self.limits.window, configured, pacing)
 
     def close(self) -> None:
         """Close this thread's connection to the window file and its slot file."""
@@ -348,18 +364,6 @@ class MachineBudget:
             db.execute("PRAGMA synchronous=OFF")
             self._local.db = db
         return db
-
-
-def _add_base_column(db: sqlite3.Connection) -> None:
-    """A window file made before issue 40 has no `sent.base`; its rows count as estimates of 0 (no sample
-    learns from them: they leave within a window)."""
-    columns = {row[1] for row in db.execute("PRAGMA table_info(sent)")}
-    if "base" not in columns:
-        try:
-            db.execute("ALTER TABLE sent ADD COLUMN base INTEGER NOT NULL DEFAULT 0")
-        except sqlite3.OperationalError as error:  # another process added it first
-            if "duplicate column" not in str(error):
-                raise
 
 
 class _Unrecorded:

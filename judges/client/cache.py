@@ -32,7 +32,7 @@ import weakref
 from pathlib import Path
 from typing import Any, Mapping
 
-from capjudge.judges.client.cache_files import CacheError, cache_name, connect, open_cache_file
+from capjudge.judges.client.cache_files import CacheError, cache_name, close_open_connections, connect, open_cache_file
 from capjudge.judges.client.reply_codec import UnreadableReply, reply_from_json, reply_to_json
 from capjudge.judges.types import JudgeReply
 
@@ -306,7 +306,6 @@ def _forget_inherited_writes() -> None:
 os.register_at_fork(after_in_child=_forget_inherited_writes)
 
 
-@atexit.register
 def flush_open_caches() -> None:
     """Write every reply still queued in this process (at exit; also before an exit that skips atexit)."""
     for writes in list(_PendingWrites._by_file.values()):
@@ -314,3 +313,13 @@ def flush_open_caches() -> None:
             writes.flush()
         except CacheError as error:  # at exit there is nobody left to raise to
             print(f"capjudge: {error}", file=sys.stderr)
+
+
+@atexit.register
+def _write_and_close_at_exit() -> None:
+    """At exit: every queued reply written, the writer threads ended, every cache connection closed, so that
+    SQLite folds the write-ahead log into the file and removes the -wal and -shm files beside it."""
+    flush_open_caches()
+    for writes in list(_PendingWrites._by_file.values()):
+        writes.stop_writer()
+    close_open_connections()

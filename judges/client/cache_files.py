@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import threading
 import time
+import weakref
 from pathlib import Path
 
 from capjudge.judges.client.config import ConfigError
@@ -138,9 +140,54 @@ def _check_writable(path: Path, name: str) -> None:
             raise CacheError(f"{name} cannot be written ({what} is read-only for this user): use a writable path")
 
 
+class _CacheConnection(sqlite3.Connection):
+    """A reply-cache connection this process closes itself at exit (`close_open_connections`). SQLite checkpoints
+    the write-ahead log and removes the -wal and -shm files beside the cache when the last connection to it
+    closes; a connection left to the end of the process is never closed, so both files stayed behind
+    (`capjudge demo` left judge_cache.sqlite-wal and -shm in its output folder). Each connection is still used
+    by the one thread that opened it; check_same_thread=False only lets the exit handler close it."""
+
+
+# Weak: a connection closed and dropped by its owner leaves the set by itself (sqlite3.Connection itself cannot be
+# weakly referenced; its subclass can).
+_open_connections: "weakref.WeakSet[_CacheConnection]" = weakref.WeakSet()
+_open_connections_lock = threading.Lock()
+
+
+def _opened(path: Path) -> sqlite3.Connection:
+    conn = sqlite3.connect(path, timeout=60.0, isolation_level=None, factory=_CacheConnection,
+                           check_same_thread=False)
+    with _open_connections_lock:
+        _open_connections.add(conn)
+    return conn
+
+
+def close_open_connections() -> None:
+    """Close every reply-cache connection this process opened (at exit, after the queued replies are written)."""
+    with _open_connections_lock:
+        connections = list(_open_connections)
+        _open_connections.clear()
+    for conn in connections:
+        try:
+            conn.close()
+        except sqlite3.Error:  # at exit there is nobody to tell; the file itself is committed
+            pass
+
+
+def _forget_inherited_connections() -> None:
+    # A forked child must never close its parent's connections: that close could checkpoint and remove the
+    # write-ahead log the parent is still writing (SQLite: no connection across a fork).
+    global _open_connections, _open_connections_lock
+    _open_connections = weakref.WeakSet()
+    _open_connections_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_inherited_connections)
+
+
 def connect_plain(path: Path, name: str) -> sqlite3.Connection:
     try:
-        return sqlite3.connect(path, timeout=60.0, isolation_level=None)
+        return _opened(path)
     except sqlite3.Error as error:
         raise CacheError(f"{name} cannot be opened: {error}") from None
 
@@ -175,7 +222,7 @@ def _what_to_do(path: Path) -> str:
 
 
 def connect(path: Path) -> sqlite3.Connection:
-    conn = sqlite3.connect(path, timeout=60.0, isolation_level=None)
+    conn = _opened(path)
     enable_wal(conn)
     conn.execute("PRAGMA synchronous=NORMAL")
     return conn

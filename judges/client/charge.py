@@ -56,6 +56,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from capjudge.judges.client.config import ConfigError
 from capjudge.judges.client.rate_limits import RateLimitState, RefusalMessage
 
 RATIO_MIN = 0.25  # the API charges at least a quarter of capjudge's estimate...
@@ -107,7 +108,8 @@ class LearnedCharge:
 
     ratio: float  # the API's charge per token of capjudge's estimate
     samples: int  # replies it was learned from (those still kept: the last ten windows')
-    at: float  # time.time() of the latest sample
+    at: float  # time.time() of the latest sample (0.0: unknown)
+    at_problem: str | None = None  # why the stored time was not taken, when it was no time at all
 
     def describe(self) -> str:
         direction = "above" if self.ratio > 1 else "below" if self.ratio < 1 else "at"
@@ -116,14 +118,30 @@ class LearnedCharge:
                 f"learned from its rate-limit headers, median of the latest replies; {self.samples} kept)")
 
 
-class BudgetFileError(ValueError):
-    """A budget folder's window file that cannot be read; names the file and the problem."""
+class BudgetFileError(ConfigError):
+    """A budget folder or its window file that cannot be read; names it and the problem. A configuration error
+    (one line, exit 2) wherever it is met: estimating, or before a run judges anything."""
+
+
+def check_budget_paths(folder: Path) -> None:
+    """BudgetFileError when the budget folder is not a folder, or its window file is there but not a file."""
+    path = Path(folder) / "window.sqlite"
+    if Path(folder).exists() and not Path(folder).is_dir():
+        raise BudgetFileError(f"budget folder {folder}: is a file, not a folder")
+    if path.exists() and not path.is_file():
+        raise BudgetFileError(f"budget file {path}: is not a file (a folder?)")
 
 
 def read_learned_charge(folder: Path) -> LearnedCharge | None:
     """The charge ratio a budget folder holds (clamped to the range capjudge.judges.client.charge states), or
-    None when it holds none. Read only: a folder or file that is not there is not made."""
+    None when it holds none. Read only: a folder or file that is not there is not made. A folder that is a
+    file, or a window file that is a folder, is a BudgetFileError (a run could not open it either).
+
+    The time of the latest sample (meta `charge_at`) is only shown, never used to pace: one that is no time
+    (infinite, 1e300, before 1970, after tomorrow) is taken as unknown and said (`at_problem`), and the ratio,
+    which a run does use (clamped), is still shown, rather than refusing an estimate of a run that works."""
     path = Path(folder) / "window.sqlite"
+    check_budget_paths(folder)
     if not path.is_file():
         return None
     try:
@@ -141,8 +159,20 @@ def read_learned_charge(folder: Path) -> LearnedCharge | None:
     ratio = meta.get("charge_ratio")
     if not isinstance(ratio, (int, float)) or clamp_ratio(float(ratio)) is None:
         return None
-    at = meta.get("charge_at")
-    return LearnedCharge(clamp_ratio(float(ratio)), int(samples), float(at) if isinstance(at, (int, float)) else 0.0)  # type: ignore[arg-type]
+    at, at_problem = _sample_time(meta.get("charge_at"), path)
+    return LearnedCharge(clamp_ratio(float(ratio)), int(samples), at, at_problem)  # type: ignore[arg-type]
+
+
+def _sample_time(value: object, path: Path) -> tuple[float, str | None]:
+    """(meta `charge_at` as a time, or 0.0 for unknown; why it is not one, when it was stored but is none)."""
+    import time
+
+    if value is None:
+        return 0.0, None
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) \
+            and 0 < value <= time.time() + 86_400:
+        return float(value), None
+    return 0.0, f"{path}: charge_at is {str(value)[:40]!r}, not a time: the latest sample's time is unknown"
 
 
 def refusal_charge(refusal: RefusalMessage | None, limits: RateLimitState, estimate: int) -> int | None:
@@ -162,6 +192,18 @@ def refusal_charge(refusal: RefusalMessage | None, limits: RateLimitState, estim
 
 
 # -- the window file's side (capjudge.judges.client.budget's SQLite file, in its transaction) ----------------
+
+def add_base_column(db: sqlite3.Connection) -> None:
+    """A window file made before issue 40 has no `sent.base`; its rows count as estimates of 0 (no sample
+    learns from them: they leave within a window)."""
+    columns = {row[1] for row in db.execute("PRAGMA table_info(sent)")}
+    if "base" not in columns:
+        try:
+            db.execute("ALTER TABLE sent ADD COLUMN base INTEGER NOT NULL DEFAULT 0")
+        except sqlite3.OperationalError as error:  # another process added it first
+            if "duplicate column" not in str(error):
+                raise
+
 
 def record_reply_sample(db: sqlite3.Connection, window: float, seen_at: float, used_tokens: int, now: float) -> None:
     """One sample of the API's charge per estimated token: what its window held when it admitted the request

@@ -19,22 +19,29 @@ model of exactly that name).
 
 from __future__ import annotations
 
-import ipaddress
 import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Literal, Mapping
-from urllib.parse import parse_qsl, urlencode, urlparse, urlsplit, urlunsplit
+from typing import TYPE_CHECKING, Mapping
+from urllib.parse import parse_qsl, urlsplit
 
-ApiType = Literal["openai", "azure"]
+from capjudge.judges.client.endpoints import (  # noqa: F401 - re-exported: what callers import from here
+    DEFAULT_AZURE_API_VERSION,
+    OPENAI_URL,
+    ConfigError,
+    is_credential_param,
+    is_loopback,
+    normalise_base_url,
+    normalised_url,
+    public_url,
+)
 
-DEFAULT_AZURE_API_VERSION = "2024-10-21"
-OPENAI_URL = "https://api.openai.com/v1"
-# Servers on this machine (llama.cpp, vLLM, the test server) accept any key; OpenAI and Azure do not.
-LOOPBACK_HOSTS = {"127.0.0.1", "localhost", "::1", "0.0.0.0"}
-# A query parameter whose name holds one of these carries a credential (`?api-key=`, `?key=`, `?token=`,
-# `?sig=`): it is left out wherever an endpoint is shown. Others (Azure's `api-version`) are kept.
-CREDENTIAL_PARAM_WORDS = ("key", "token", "secret", "pass", "pwd", "auth", "sig", "credential", "session")
+if TYPE_CHECKING:
+    from capjudge.judges.client.backends import JudgeBackend
+
+# A registered backend's API_TYPE ("openai", "azure", ...): capjudge.judges.client.backends.
+ApiType = str
+
 # What a credential must look like before any text is rewritten for it (see `looks_like_secret`).
 REDACTED = "[REDACTED]"
 MIN_SECRET_LENGTH = 16
@@ -92,10 +99,6 @@ def _number(value: float) -> str:
     return f"{value:,.0f}" if float(value).is_integer() else f"{value:g}"
 
 
-class ConfigError(ValueError):
-    """A judge setting is missing or wrong. Raised once, before any item is judged."""
-
-
 @dataclass(frozen=True)
 class JudgeConfig:
     model: str | None = None
@@ -133,21 +136,14 @@ class JudgeConfig:
         `require_key=False`: a configuration that may lack its key (see `validate`), never one to send with."""
         env = os.environ if env is None else env
         given = {key: value for key, value in overrides.items() if value is not None}
+        from capjudge.judges.client import backends
+
         api_type = str(given.get("api_type") or env.get("API_TYPE") or "openai").lower()
-        if api_type not in ("openai", "azure"):
-            raise ConfigError(f"API_TYPE must be 'openai' or 'azure', got {api_type!r}")
+        backend = backends.named(api_type)  # one line naming API_TYPE and the known backends, if none is
         values: dict[str, object] = {"api_type": api_type}
         values["model"] = configured_model(env)
         model_origin = "the `model` argument" if given.get("model") else _model_variable(env)
-        if api_type == "azure":
-            values["api_key"] = env.get("AZURE_OPENAI_API_KEY") or env.get("OPENAI_API_KEY")
-            values["azure_endpoint"] = env.get("AZURE_OPENAI_ENDPOINT")
-            values["api_version"] = (
-                env.get("AZURE_OPENAI_API_VERSION") or env.get("OPENAI_API_VERSION") or DEFAULT_AZURE_API_VERSION
-            )
-        else:
-            values["api_key"] = env.get("OPENAI_API_KEY")
-            values["base_url"] = env.get("OPENAI_BASE_URL") or env.get("OPENAI_API_URL")
+        values.update(backend.settings(env))  # its key, endpoint, API version
         from_variables = _numbers_from_env(env)
         values.update(from_variables)
         if env.get("CAPJUDGE_CACHE"):
@@ -177,26 +173,28 @@ class JudgeConfig:
         return config
 
     @property
+    def backend(self) -> "JudgeBackend":
+        """The judge backend this configuration selects (capjudge.judges.client.backends)."""
+        from capjudge.judges.client.backends import backend_of
+
+        return backend_of(self)
+
+    @property
     def is_local(self) -> bool:
         """True for a server on this machine, which needs no real key."""
-        if self.api_type != "openai" or not self.base_url:
-            return False
-        # The same rule as `endpoint_identity`: every name of this machine (localhost., 127.0.0.2, ::ffff:127.0.0.1).
-        return _is_loopback((urlparse(self.base_url).hostname or "").rstrip("."))
+        return not self.backend.needs_key(self)
 
     @property
     def endpoint_label(self) -> str:
         """Where requests go, for logs, messages and result metadata: never the key, nor credentials the URL
         carries (userinfo, `?api-key=`-style parameters; see `public_url`)."""
-        if self.api_type == "azure":
-            return f"azure:{public_url(self.azure_endpoint or '')}"
-        return public_url(self.base_url or OPENAI_URL)
+        return self.backend.endpoint_label(self)
 
     @property
     def endpoint_identity(self) -> str:
-        """The server this judge's requests reach, one spelling per server (see `endpoint_identity`): what
+        """The server this judge's requests reach, one spelling per server (see `normalised_url`): what
         tells two judges of the same model name apart."""
-        return endpoint_identity(self.api_type, self.base_url, self.azure_endpoint)
+        return self.backend.endpoint_identity(self)
 
     @property
     def redactions(self) -> tuple[tuple[str, str], ...]:
@@ -222,10 +220,10 @@ class JudgeConfig:
         model_problem = whitespace_problem(self.model)
         if model_problem is not None:
             raise ConfigError(f"the judge model {self.model!r} {model_problem}")
-        if self.api_type == "azure" and not self.azure_endpoint:
-            raise ConfigError("API_TYPE=azure needs AZURE_OPENAI_ENDPOINT (or azure_endpoint=...)")
-        if require_key and not self.api_key and not self.is_local:
-            where = "AZURE_OPENAI_API_KEY" if self.api_type == "azure" else "OPENAI_API_KEY"
+        backend = self.backend
+        backend.validate(self)
+        if require_key and not self.api_key and backend.needs_key(self):
+            where = backend.key_variable
             raise ConfigError(
                 f"no API key for the judge at {self.endpoint_label}: set {where}, or point OPENAI_BASE_URL at a "
                 "local OpenAI-compatible server (e.g. `capjudge serve-local`), which needs none"
@@ -269,60 +267,6 @@ def configured_model(env: Mapping[str, str] | None = None) -> str | None:
     return env.get("MODEL_VERSION") or env.get("CAPJUDGE_JUDGE_MODEL") or None
 
 
-def public_url(url: str) -> str:
-    """`url` as it may be shown or recorded: no userinfo (`user:pass@`), no credential query parameters."""
-    parts = urlsplit(url)
-    if not parts.netloc:
-        return url
-    host = parts.netloc.rpartition("@")[2]
-    query = urlencode([(name, value) for name, value in parse_qsl(parts.query, keep_blank_values=True)
-                       if not _is_credential_param(name)])
-    return urlunsplit((parts.scheme, host, parts.path, query, parts.fragment))
-
-
-DEFAULT_PORTS = {"http": 80, "https": 443}
-
-
-def endpoint_identity(api_type: str, base_url: str | None, azure_endpoint: str | None) -> str:
-    """Where a judge's requests go, spelled one way per server, so that two spellings of one server are seen
-    as one: scheme and host in lower case, the default port written out, every loopback name as 127.0.0.1
-    (see `_is_loopback`), no trailing slash, no `/chat/completions`, no credentials (userinfo, `?api-key=`).
-    Azure endpoints are prefixed `azure:`."""
-    if api_type == "azure":
-        return f"azure:{normalised_url(azure_endpoint or '')}"
-    return normalised_url(normalise_base_url(base_url) if base_url else OPENAI_URL)
-
-
-def normalised_url(url: str) -> str:
-    parts = urlsplit(public_url(url.strip()))
-    scheme = parts.scheme.lower()
-    host = (parts.hostname or "").rstrip(".")  # `hostname` is already lower case; "localhost." is localhost
-    if _is_loopback(host):
-        host = "127.0.0.1"
-    try:
-        port = parts.port or DEFAULT_PORTS.get(scheme)
-    except ValueError:  # not a port number: the URL is kept as written (it cannot reach a server anyway)
-        return public_url(url.strip()).lower()
-    netloc = f"[{host}]" if ":" in host else host
-    if port:
-        netloc += f":{port}"
-    return urlunsplit((scheme, netloc, parts.path.rstrip("/"), parts.query, ""))
-
-
-def _is_loopback(host: str) -> bool:
-    """This machine, under any of its names: `localhost` (and `*.localhost`, RFC 6761), 0.0.0.0 (which
-    connects here on Linux), 127.0.0.0/8 and ::1. A client's resolver picks the IPv4 or IPv6 loopback for
-    `localhost`, so which of them a server listens on cannot tell two local judges apart."""
-    if host in LOOPBACK_HOSTS or host.endswith(".localhost"):
-        return True
-    try:
-        address = ipaddress.ip_address(host)
-    except ValueError:
-        return False
-    mapped = getattr(address, "ipv4_mapped", None)  # ::ffff:127.0.0.1
-    return address.is_loopback or address.is_unspecified or bool(mapped and mapped.is_loopback)
-
-
 def url_redactions(url: str) -> list[tuple[str, str]]:
     """(text, replacement) for the credentials `url` carries: its userinfo (`user:pass@`, removed), each
     credential parameter (`api-key=...`, value replaced), and each credential value on its own where it
@@ -334,15 +278,11 @@ def url_redactions(url: str) -> list[tuple[str, str]]:
         found.append((userinfo + at, ""))
     for piece in parts.query.split("&"):
         name, equals, value = piece.partition("=")
-        if equals and value and _is_credential_param(name):
+        if equals and value and is_credential_param(name):
             found.append((piece, f"{name}={REDACTED}"))
-    values = [parts.username, parts.password] + [v for n, v in parse_qsl(parts.query) if _is_credential_param(n)]
+    values = [parts.username, parts.password] + [v for n, v in parse_qsl(parts.query) if is_credential_param(n)]
     found += [(value, REDACTED) for value in values if looks_like_secret(value)]
     return found
-
-
-def _is_credential_param(name: str) -> bool:
-    return any(word in name.lower() for word in CREDENTIAL_PARAM_WORDS)
 
 
 def looks_like_secret(text: str | None) -> bool:
@@ -356,10 +296,3 @@ def looks_like_secret(text: str | None) -> bool:
     if not text:
         return False
     return len(text) >= MIN_SECRET_LENGTH or (len(text) >= MIN_SECRET_LENGTH_WITH_DIGIT and any(c.isdigit() for c in text))
-
-
-def normalise_base_url(url: str) -> str:
-    """Accept lmms-eval's full endpoint URL as well as an API root."""
-    url = url.rstrip("/")
-    suffix = "/chat/completions"
-    return url[: -len(suffix)] if url.endswith(suffix) else url

@@ -1,4 +1,4 @@
-"""The one judge client every judge uses: OpenAI, Azure OpenAI, or any OpenAI-compatible server.
+"""The one judge client every judge uses, whichever backend serves it (capjudge.judges.client.backends).
 
 Design choices, and why:
 - One HTTP path. `judge` is synchronous (lmms-eval calls `process_results` from worker threads); the async
@@ -34,19 +34,21 @@ import threading
 import time
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import openai
 
 from capjudge.judges.client.budget import Limits, MachineBudget, judge_budget_folder
 from capjudge.judges.client.breaker import JUDGE_UNREACHABLE, CircuitBreaker, JudgeUnreachable
-from capjudge.judges.client.charge import refusal_charge
 from capjudge.judges.client.cache import ReplyCache
 from capjudge.judges.client.config import JudgeConfig
 from capjudge.judges.client.http_transport import PerThreadTransport
+from capjudge.judges.client.pacing import Pacer
+from capjudge.judges.client.pauses import WaitNotices
 from capjudge.judges.client.rate_limits import (
     NO_ESTIMATE,
-    RateLimitHeaderError,
+    RateLimitHeaders,
     RateLimitState,
     TokenEstimate,
     estimate_tokens,
@@ -72,12 +74,17 @@ class JudgeClient:
     def __init__(self, config: JudgeConfig, *, sleep: Callable[[float], None] = time.sleep):
         config.validate()
         self.config = config
+        # Who serves this judge (capjudge.judges.client.backends): its SDK client, headers, Batch API.
+        self.backend = config.backend
         self._redactor = Redactor.for_config(config)
         self._sleep = sleep
         self._slots = threading.BoundedSemaphore(config.max_concurrency)
-        # The machine-wide budget every process of the run shares (in-flight slots, RPM/TPM windows, pauses).
+        # The machine-wide budget every process of the run shares (in-flight slots, RPM/TPM windows, pauses),
+        # and what the API's headers make of it: pauses bounded by the longest backoff, every wait said.
+        notices = WaitNotices(config.endpoint_label)
         self.budget = MachineBudget(judge_budget_folder(config),
-                                    Limits(config.max_concurrency, config.rpm, config.tpm, config.rate_window))
+                                    Limits(config.max_concurrency, config.rpm, config.tpm, config.rate_window), notices)
+        self._pacer = Pacer(self.budget, config.backoff_max, config.endpoint_label, notices)
         self._cache = ReplyCache(config.cache_path) if config.use_cache and config.cache_path else None
         self._usage: dict[str, Usage] = defaultdict(Usage)
         self._cache_hits: dict[str, int] = defaultdict(int)
@@ -97,15 +104,7 @@ class JudgeClient:
         # pool, is the bound, and no request waits on a walk of every other thread's connections.
         http_client = httpx.Client(transport=PerThreadTransport(), timeout=config.timeout)
         common: dict[str, Any] = {"timeout": config.timeout, "max_retries": 0, "http_client": http_client}
-        if config.api_type == "azure":
-            return openai.AzureOpenAI(
-                api_key=config.api_key,
-                azure_endpoint=config.azure_endpoint,
-                api_version=config.api_version,
-                **common,
-            )
-        # Local servers accept any key; the SDK refuses to start without one.
-        return openai.OpenAI(api_key=config.api_key or "not-needed-for-local-server", base_url=config.base_url, **common)
+        return config.backend.build_sdk(config, **common)
 
     # ----------------------------------------------------------------------------------------------
     # Public API
@@ -123,6 +122,8 @@ class JudgeClient:
 
         Transport failures are retried inside each try (up to `config.max_attempts`); when they are exhausted
         the outcome is a `request_failed` failure, not an exception, so one bad item never ends a run.
+        The outcome's `usage.requests` counts every request that reached the server, failed ones included
+        (what the server received, and what rate limits and bills count); its tokens are the replies'.
         """
         if max_tries < 1:
             raise ValueError(f"max_tries must be at least 1, got {max_tries}")
@@ -135,12 +136,13 @@ class JudgeClient:
         attempts: list[Attempt] = []
         replies: list[JudgeReply] = []
         usage = Usage()
+        sent = _Sent()
         failure: ParseFailure | None = None
         # Counted only if a request is sent under a limit: a cached rerun never opens the request's images.
         tokens = functools.cache(lambda: estimate_tokens(request))
         for sample_index in range(first_sample_index, first_sample_index + max_tries):
             try:
-                reply, recorded = self._reply_for(body, judge_version, sample_index, attempts, tokens)
+                reply, recorded = self._reply_for(body, judge_version, sample_index, attempts, tokens, sent)
             except (TransportError, RequestRejected) as error:
                 failure = ParseFailure("request_failed", self.redact(str(error)))
                 break
@@ -149,16 +151,18 @@ class JudgeClient:
                 break
             replies.append(recorded)
             if not reply.cached:  # a cached reply cost nothing this time
-                usage = usage + reply.usage
+                usage = usage + replace(reply.usage, requests=0)  # requests: counted as sent (`sent`)
             # Scored as received; what the judgment carries on (its text) is redacted like the reply.
             parsed = parse_reply(reply, parse)
             if recorded is not reply:
                 parsed = self._redactor.value(parsed)
             if not isinstance(parsed, ParseFailure):
+                usage = replace(usage, requests=sent.requests)
                 self._account(judge_version, usage, replies)
                 return JudgeOutcome(parsed, None, tuple(replies), tuple(attempts), usage)
             failure = ParseFailure(parsed.kind, self.redact(parsed.detail), parsed.data)
             attempts.append(Attempt(f"parse:{parsed.kind}", 0.0, sample_index, self.redact(parsed.detail)[:200]))
+        usage = replace(usage, requests=sent.requests)
         self._account(judge_version, usage, replies)
         assert failure is not None
         return JudgeOutcome(None, failure, tuple(replies), tuple(attempts), usage)
@@ -253,7 +257,7 @@ class JudgeClient:
 
     def _reply_for(
         self, body: dict[str, Any], judge_version: str, sample_index: int, attempts: list[Attempt],
-        tokens: Callable[[], TokenEstimate] = lambda: NO_ESTIMATE,
+        tokens: Callable[[], TokenEstimate] = lambda: NO_ESTIMATE, sent: _Sent | None = None,
     ) -> tuple[JudgeReply, JudgeReply]:
         """(the reply to score, the reply to record): the same object unless the reply as received quotes a
         credential. The cache keeps the recorded one."""
@@ -264,7 +268,7 @@ class JudgeClient:
                 attempts.append(Attempt("cache_hit", 0.0, sample_index))
                 return cached, cached
             self.served.before_asking(self._cache, body, judge_version, sample_index)
-        reply = self._request_with_retries(body, sample_index, attempts, tokens)
+        reply = self._request_with_retries(body, sample_index, attempts, tokens, sent or _Sent())
         recorded = self._redactor.reply(reply)
         if self._cache is not None:
             self._cache.put(key, judge_version, recorded)
@@ -272,7 +276,7 @@ class JudgeClient:
 
     def _request_with_retries(
         self, body: dict[str, Any], sample_index: int, attempts: list[Attempt],
-        tokens: Callable[[], TokenEstimate] = lambda: NO_ESTIMATE,
+        tokens: Callable[[], TokenEstimate], sent: _Sent,
     ) -> JudgeReply:
         last_error: TransportError | None = None
         for attempt_number in range(self.config.max_attempts):
@@ -283,18 +287,18 @@ class JudgeClient:
                 with self._slots, self.budget.slot():
                     ticket = self.budget.admit(lambda: tokens().total)
                     sent_at = time.time()
-                    reply, limits = self._request_once(body)
+                    reply, limits = self._request_once(body, sent)
                     if ticket is not None and limits.used_tokens is None:
                         # No header counts tokens: the usage is the best figure (where one does, it wins: the
                         # learned charge, capjudge.judges.client.charge). The prompt as the API counted it, the
                         # reply as reserved.
                         self.budget.settle(ticket, reply.usage.prompt_tokens + max(tokens().reply, reply.usage.completion_tokens))
-                self._pace(limits, sent_at, lambda: tokens().total)
+                self._pacer.after_reply(limits, sent_at, lambda: tokens().total)
             except TransportError as error:
                 attempts.append(Attempt(error.outcome, time.monotonic() - started, sample_index, self.redact(error.detail)[:200]))
                 last_error = error
                 if error.outcome == "http_429":
-                    self._after_rate_limited(error, sent_at, lambda: tokens().total, ticket)
+                    self._pacer.after_rate_limited(error, sent_at, lambda: tokens().total, ticket)
                 if error.unfixable:
                     self.breaker.record_unfixable(self.config.endpoint_label, self.redact(error.detail)[:200])
                     self.breaker.check()
@@ -316,37 +320,6 @@ class JudgeClient:
             last_error.outcome, f"gave up after {self.config.max_attempts} attempts; last: {last_error.detail}"
         )
 
-    def _pace(self, limits: RateLimitState, sent_at: float, tokens: Callable[[], int], refused: int | None = None,
-              refused_charge: tuple[int, int] | None = None) -> None:
-        """Follow the API's rate-limit headers: its limits cap the shared windows (where ours are not lower),
-        its count (limit - remaining) is the authority over what the windows hold, and a window it counts
-        down without naming its limit pauses every process when exhausted."""
-        if not limits.known:
-            return
-        self.budget.learn(limits.limit_requests, limits.limit_tokens)
-        self.budget.reconcile(sent_at, limits.used_requests, limits.used_tokens, refused=refused, refused_charge=refused_charge)
-        self.budget.pause_all(limits.wait_before_next(tokens()))
-
-    def _after_rate_limited(self, error: TransportError, sent_at: float, tokens: Callable[[], int],
-                            ticket: int | None = None) -> None:
-        """A 429 that names the limit it hit (OpenAI sends its x-ratelimit-* headers with every 429) is paced
-        like any reply's headers: the limit caps the shared window and the API's count is reconciled, so every
-        process waits exactly until the window has room. Its Retry-After then holds back only the request
-        that met it: servers derive it from `reset`, which may mean "until the window is empty", and holding
-        every process that long stalled a run that was a few milliseconds over the limit (0.70 of the token
-        limit used instead of 0.92+, issue 29's test on a loaded machine). A 429 that names no limit still
-        pauses every process for its Retry-After: without a limit, the window cannot pace. The refused request
-        (`ticket`) was not charged: it leaves the samples of the API's charge; what the API says it would have
-        charged it (the message's `Requested`, else more than the `remaining` of a token limit) is its own
-        sample of the charge (capjudge.judges.client.charge.record_refusal)."""
-        limits = error.rate_limits
-        if limits is not None and (limits.limit_requests or limits.limit_tokens):
-            estimate = tokens()
-            charged = refusal_charge(error.refusal, limits, estimate)
-            self._pace(limits, sent_at, tokens, ticket, None if charged is None else (charged, estimate))
-        elif error.retry_after:
-            self.budget.pause_all(min(error.retry_after, self.config.backoff_max))
-
     def _backoff(self, attempt_number: int, retry_after: float | None) -> float:
         """Full-jitter exponential backoff, but never sooner than the server's Retry-After."""
         ceiling = min(self.config.backoff_max, self.config.backoff_initial * (2**attempt_number))
@@ -355,9 +328,12 @@ class JudgeClient:
             delay = max(delay, min(retry_after, self.config.backoff_max))
         return delay
 
-    def _request_once(self, body: dict[str, Any]) -> tuple[JudgeReply, RateLimitState]:
+    def _request_once(self, body: dict[str, Any], sent: _Sent) -> tuple[JudgeReply, RateLimitState]:
+        """One HTTP request; `sent` counts it once it reached the server (answered, broke off or timed out
+        after connecting: a failed request is one the server received all the same)."""
         import httpx
 
+        sent.requests += 1  # taken back below if the connection was never made
         try:
             # The SDK's own request path (auth headers, Azure deployment URLs, status errors), without its
             # request transform and response models: on a judge's reply with logprobs those cost ~2 ms of
@@ -366,17 +342,22 @@ class JudgeClient:
             response = self._sdk.post("/chat/completions", body=wire_body(body), cast_to=httpx.Response)
             data = json.loads(response.read())
         except openai.APITimeoutError as error:
-            raise TransportError("timeout", type(error).__name__) from None
+            connected = not isinstance(error.__cause__, httpx.ConnectTimeout)
+            sent.requests -= not connected
+            raise TransportError("timeout", type(error).__name__, reached=connected) from None
         except openai.APIConnectionError as error:
             # httpx.ConnectError: nothing accepted the connection (refused, unknown host), as opposed to a
             # connection that broke mid-request.
             unfixable = isinstance(error.__cause__, httpx.ConnectError)
-            raise TransportError("connection", f"{type(error).__name__}: {error}", unfixable=unfixable) from None
+            sent.requests -= unfixable
+            raise TransportError("connection", f"{type(error).__name__}: {error}", unfixable=unfixable,
+                                 reached=not unfixable) from None
         except openai.APIStatusError as error:
             status = error.status_code
             if status == 429 or status >= 500 or status == 408:
-                raise TransportError(f"http_{status}", _short(error), _retry_after(error.response),
-                                     rate_limits=_rate_limits_of(error.response) if status == 429 else None,
+                raise TransportError(f"http_{status}", _short(error),
+                                     _retry_after(error.response, self.backend.rate_limit_headers),
+                                     rate_limits=self._rate_limits_of(error.response) if status == 429 else None,
                                      refusal=read_refusal_message(error.message) if status == 429 else None) from None
             raise RequestRejected(status, _short(error)) from None
         except (openai.APIResponseValidationError, ValueError) as error:
@@ -391,34 +372,41 @@ class JudgeClient:
             # text belongs): as retryable as a truncated body, and never an exception that ends the run.
             detail = f"malformed chat completion: {type(error).__name__}: {str(error)[:200]}"
             raise TransportError("bad_response", detail) from None
-        try:
-            limits = read_rate_limit_headers(response.headers)
-        except RateLimitHeaderError as error:
-            raise RequestRejected(200, f"unreadable rate-limit header: {error}") from None
+        # A header that cannot be used is ignored (said once), never the reply that carried it: it is paid for.
+        ignored: list[str] = []
+        limits = read_rate_limit_headers(response.headers, ignored, self.backend.rate_limit_headers)
+        self._pacer.ignore_headers(ignored)
         return reply, limits
+
+    def _rate_limits_of(self, response: Any) -> RateLimitState | None:
+        """The rate-limit headers of a 429, or None when it has none readable (then its Retry-After alone
+        decides, as for a server that sends no such headers); one that cannot be used is ignored, said once."""
+        headers = getattr(response, "headers", None)
+        if headers is None:
+            return None
+        ignored: list[str] = []
+        limits = read_rate_limit_headers(headers, ignored, self.backend.rate_limit_headers)
+        self._pacer.ignore_headers(ignored)
+        return limits if limits.known else None
+
+
+class _Sent:
+    """The requests one judgment sent that reached the server: retried 429s, 5xx and timeouts included."""
+
+    __slots__ = ("requests",)
+
+    def __init__(self) -> None:
+        self.requests = 0
 
 
 def _short(error: openai.APIStatusError) -> str:
     return f"{error.status_code} {str(error.message)[:200]}"
 
 
-def _rate_limits_of(response: Any) -> RateLimitState | None:
-    """The rate-limit headers of a 429, or None when it has none or one is unreadable (then its Retry-After
-    alone decides, as for a server that sends no such headers)."""
-    headers = getattr(response, "headers", None)
-    if headers is None:
-        return None
-    try:
-        limits = read_rate_limit_headers(headers)
-    except RateLimitHeaderError:
-        return None
-    return limits if limits.known else None
-
-
-def _retry_after(response: Any) -> float | None:
-    """Seconds the server asked us to wait (`retry-after-ms` or `retry-after`, seconds form)."""
+def _retry_after(response: Any, names: RateLimitHeaders) -> float | None:
+    """Seconds the server asked us to wait (`retry-after-ms` or `retry-after`, seconds form, by default)."""
     headers = getattr(response, "headers", None) or {}
-    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+    for name, scale in ((names.retry_after_ms, 0.001), (names.retry_after, 1.0)):
         value = headers.get(name)
         if value is not None:
             try:

@@ -45,6 +45,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from capjudge.judges.client import backends
 from capjudge.judges.client.config import (
     ConfigError,
     JudgeConfig,
@@ -237,8 +238,7 @@ def _member(entry: Any, position: int, where: str, env: Mapping[str, str], confi
     if model_problem is not None:
         raise ConfigError(f"{at}: `model` {text['model']!r} {model_problem}")
     api_type = text.get("api_type", "openai")
-    if api_type not in ("openai", "azure"):
-        raise ConfigError(f"{at}: `api_type` must be 'openai' or 'azure', got {api_type!r}")
+    backends.named(api_type, f"{at}: `api_type`")  # one line naming the known backends, if none is
     numbers = _member_numbers(entry, at)
     prices = [entry.get(key) for key in _PRICE_KEYS]
     if any(price is not None for price in prices):

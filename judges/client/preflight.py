@@ -100,13 +100,13 @@ def _explain(error: openai.APIError, config: JudgeConfig, where: str, answer: st
     `answer` names what the probe expected back ("a chat completion")."""
     if isinstance(error, openai.APIConnectionError):
         cause = error.__cause__ or error
-        variable = "AZURE_OPENAI_ENDPOINT" if config.api_type == "azure" else "OPENAI_BASE_URL"
+        variable = config.backend.endpoint_variable
         return ConfigError(
             f"pre-flight: cannot reach {where}: {type(cause).__name__}: {cause}. Start the judge server, or set "
             f"{variable} to one that runs {SKIP}"
         )
     if isinstance(error, openai.AuthenticationError):
-        variable = "AZURE_OPENAI_API_KEY" if config.api_type == "azure" else "OPENAI_API_KEY"
+        variable = config.backend.key_variable
         return ConfigError(f"pre-flight: {where} rejected the API key (HTTP {error.status_code}): check {variable}")
     if isinstance(error, openai.PermissionDeniedError):
         return ConfigError(
@@ -131,6 +131,11 @@ def _server_text(text: object, config: JudgeConfig, limit: int = 200) -> str:
 def _send_batch_probe(config: JudgeConfig, model: str) -> None:
     where = f"the Batch API at {config.endpoint_label} (model {model!r})"
     headers = {PREFLIGHT_HEADER: "1"}
+    no_batch_api = ("--batch needs OpenAI or an Azure OpenAI batch deployment; judge online without --batch "
+                    "otherwise")
+    if config.backend.has_batch_api is False:  # said by the backend: nothing to ask
+        raise ConfigError(f"pre-flight: {where} has no Batch API ({config.backend.name} judges have none): "
+                          f"{no_batch_api}")
     sdk = _probe_sdk(config)
     try:
         try:
@@ -138,9 +143,10 @@ def _send_batch_probe(config: JudgeConfig, model: str) -> None:
         except openai.NotFoundError as error:
             raise ConfigError(
                 f"pre-flight: {where} has no Batch API (HTTP 404 listing batches: {str(error.message)[:200]}): "
-                "--batch needs OpenAI or an Azure OpenAI batch deployment; judge online without --batch otherwise"
+                f"{no_batch_api}"
             ) from None
-        if config.api_type != "azure":  # Azure's model is a deployment name, which its models endpoint does not know
+        # Azure's model is a deployment name, which its models endpoint does not know.
+        if config.backend.models_endpoint_knows_model:
             _check_model_is_served(sdk, model, where, headers)
     except ConfigError:
         raise

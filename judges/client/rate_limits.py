@@ -37,6 +37,25 @@ MAX_HEADER_COUNT = 2**53  # the largest count a rate-limit header may carry (far
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
 
 
+@dataclass(frozen=True)
+class RateLimitHeaders:
+    """The names of the headers a judge backend's server paces us with (capjudge.judges.client.backends): a
+    backend whose server spells them otherwise (Anthropic's `anthropic-ratelimit-*`) declares its own."""
+
+    limit_requests: str = "x-ratelimit-limit-requests"
+    remaining_requests: str = "x-ratelimit-remaining-requests"
+    reset_requests: str = "x-ratelimit-reset-requests"
+    limit_tokens: str = "x-ratelimit-limit-tokens"
+    remaining_tokens: str = "x-ratelimit-remaining-tokens"
+    reset_tokens: str = "x-ratelimit-reset-tokens"
+    # Milliseconds until the request window has room, read when no reset is named (Azure), and as Retry-After.
+    retry_after_ms: str = "retry-after-ms"
+    retry_after: str = "retry-after"  # seconds (the HTTP-date form is not read)
+
+
+OPENAI_RATE_LIMIT_HEADERS = RateLimitHeaders()
+
+
 class RateLimitHeaderError(ValueError):
     """A rate-limit header whose value cannot be read; names the header and the value."""
 
@@ -93,13 +112,26 @@ class RateLimitState:
         API counts down without naming it (Azure sends `remaining` alone): until the request window resets
         when none is left, until the token window resets when the next request's estimate does not fit. A
         limit that is named is paced by the shared window instead (MachineBudget.reconcile), which needs no
-        reading of `reset`, whose meaning differs between APIs. 0 when nothing is to wait for."""
-        wait = 0.0
+        reading of `reset`, whose meaning differs between APIs. 0 when nothing is to wait for. Unbounded: the
+        client bounds what it waits (capjudge.judges.client.pacing)."""
+        return self.wait_and_cause(next_tokens)[0]
+
+    def wait_and_cause(self, next_tokens: int) -> tuple[float, str]:
+        """`wait_before_next`, and the headers that ask for it in words (the line saying why judging waits)."""
+        found = [(0.0, "")]
         if self.limit_requests is None and self.remaining_requests is not None and self.remaining_requests <= 0:
-            wait = max(wait, self.reset_requests if self.reset_requests is not None else 1.0)
+            found.append(_exhausted("requests", f"{self.remaining_requests}", self.reset_requests))
         if self.limit_tokens is None and self.remaining_tokens is not None and self.remaining_tokens < next_tokens:
-            wait = max(wait, self.reset_tokens if self.reset_tokens is not None else 1.0)
-        return wait
+            found.append(_exhausted("tokens", f"{self.remaining_tokens} (the next request needs about {next_tokens})",
+                                    self.reset_tokens))
+        return max(found, key=lambda wait: wait[0])
+
+
+def _exhausted(window: str, remaining: str, reset: float | None) -> tuple[float, str]:
+    """(the wait, why) for a window the API counts down without naming its limit."""
+    if reset is None:
+        return 1.0, f"x-ratelimit-remaining-{window} is {remaining}, with no limit or reset named (1 s assumed)"
+    return reset, f"x-ratelimit-remaining-{window} is {remaining} and x-ratelimit-reset-{window} says {reset:g} s"
 
 
 # OpenAI's 429 names what the refused request would have been charged: "Rate limit reached for gpt-4o in
@@ -141,12 +173,28 @@ def _used(limit: int | None, remaining: int | None) -> int | None:
     return None if limit is None or remaining is None else max(0, limit - remaining)
 
 
-def read_rate_limit_headers(headers: Mapping[str, str]) -> RateLimitState:
+def read_rate_limit_headers(headers: Mapping[str, str], ignored: list[str] | None = None,
+                            names: RateLimitHeaders = OPENAI_RATE_LIMIT_HEADERS) -> RateLimitState:
     """The rate-limit headers of a response (case-insensitive names). A header that is present but unreadable
-    is a RateLimitHeaderError naming it: pacing on a misread limit would be worse than none."""
+    is a RateLimitHeaderError naming it: pacing on a misread limit would be worse than none. With `ignored`
+    (a run's replies, already paid for), such a header is left out instead and described there.
+
+    A negative count or duration (`remaining: -5000`) is always left out (and described in `ignored`): no
+    limit holds less than nothing, and taking it as the API's count filled the window for a whole minute after
+    every reply that said so (one request a minute from a server that answered every one); an API that is
+    really over its limit says so with a 429, which is paced (bounded) like any."""
     # httpx's Headers already look names up case-insensitively; copying all of them lower-cased cost more
     # than the rest of the reading, once per request. Any other mapping is lower-cased here.
     lowered = headers if isinstance(headers, httpx.Headers) else {name.lower(): value for name, value in headers.items()}
+
+    def leave_out(problem: str) -> None:
+        if ignored is None:
+            raise RateLimitHeaderError(problem)
+        ignored.append(problem)
+
+    def below_zero(problem: str) -> None:
+        if ignored is not None:
+            ignored.append(problem)
 
     def integer(name: str) -> int | None:
         value = lowered.get(name)
@@ -155,32 +203,33 @@ def read_rate_limit_headers(headers: Mapping[str, str]) -> RateLimitState:
         try:
             number = float(value)
         except ValueError:
-            raise RateLimitHeaderError(f"{name}: not a number: {value!r}") from None
+            return leave_out(f"{name}: not a number: {value!r}")
         # "nan", "inf" and counts beyond any API's limits (2^53 tokens) are no count at all: pacing on them
         # would be pacing on noise (and SQLite stores no integer past 2^63).
         if not math.isfinite(number) or abs(number) > MAX_HEADER_COUNT:
-            raise RateLimitHeaderError(f"{name}: not a plausible count: {value!r}")
-        return int(number)
+            return leave_out(f"{name}: not a plausible count: {value!r}")
+        return int(number) if number >= 0 else below_zero(f"{name}: a negative count: {value!r}")
 
     def duration(name: str) -> float | None:
         value = lowered.get(name)
         if value is None:
             return None
         try:
-            return parse_duration(value)
+            seconds = parse_duration(value)
         except RateLimitHeaderError:
-            raise RateLimitHeaderError(f"{name}: not a duration: {value!r}") from None
+            return leave_out(f"{name}: not a duration: {value!r}")
+        return seconds if seconds >= 0 else below_zero(f"{name}: a negative duration: {value!r}")
 
-    reset_requests = duration("x-ratelimit-reset-requests")
-    if reset_requests is None and "retry-after-ms" in lowered:  # Azure
-        reset_requests = (integer("retry-after-ms") or 0) / 1000
+    reset_requests = duration(names.reset_requests)
+    if reset_requests is None and names.retry_after_ms in lowered:  # Azure
+        reset_requests = (integer(names.retry_after_ms) or 0) / 1000
     return RateLimitState(
-        limit_requests=integer("x-ratelimit-limit-requests"),
-        remaining_requests=integer("x-ratelimit-remaining-requests"),
+        limit_requests=integer(names.limit_requests),
+        remaining_requests=integer(names.remaining_requests),
         reset_requests=reset_requests,
-        limit_tokens=integer("x-ratelimit-limit-tokens"),
-        remaining_tokens=integer("x-ratelimit-remaining-tokens"),
-        reset_tokens=duration("x-ratelimit-reset-tokens"),
+        limit_tokens=integer(names.limit_tokens),
+        remaining_tokens=integer(names.remaining_tokens),
+        reset_tokens=duration(names.reset_tokens),
     )
 
 

@@ -49,11 +49,7 @@ def served_judge(listing: Any, model: str) -> dict[str, Any] | None:
 def asks_for_identity(config: Any) -> bool:
     """Whether the judge's server is asked what it serves: any OpenAI-compatible server but OpenAI's own. OpenAI
     and Azure names are dated snapshots and deployments; they are asked nothing, and their keys never change."""
-    if config.api_type != "openai" or not config.base_url:
-        return False
-    from urllib.parse import urlparse
-
-    return (urlparse(config.base_url).hostname or "") != "api.openai.com"
+    return config.backend.asks_for_identity(config)
 
 
 class ServedJudges:

@@ -23,7 +23,8 @@ class TransportError(Exception):
     """An attempt that may succeed if repeated (429, 5xx, timeout, connection, malformed response)."""
 
     def __init__(self, outcome: str, detail: str, retry_after: float | None = None, unfixable: bool = False,
-                 rate_limits: RateLimitState | None = None, refusal: RefusalMessage | None = None):
+                 rate_limits: RateLimitState | None = None, refusal: RefusalMessage | None = None,
+                 reached: bool = True):
         super().__init__(f"{outcome}: {detail}")
         self.outcome = outcome
         self.detail = detail
@@ -34,6 +35,9 @@ class TransportError(Exception):
         self.refusal = refusal
         # Could not even connect (refused, DNS): retried, but counted by the circuit breaker.
         self.unfixable = unfixable
+        # Whether the request reached the server (it answered, broke off or timed out after the connection was
+        # made): then it is a request sent, counted like any (what the server received is what was sent).
+        self.reached = reached
 
 
 class RequestRejected(Exception):

@@ -25,6 +25,9 @@ from capjudge.judges.jsonl import read_json
 # column 4 (the mean of the four ACCR dimensions).
 SCORE_NAMES: tuple[str, ...] = ("accuracy", "completeness", "conciseness", "relevance", "mean")
 MEAN_INDEX = SCORE_NAMES.index("mean")
+# Every column is on the annotators' 1-5 scale (the mean of four such ratings is too). A value outside it is a
+# different file, or a typo, and would move every coefficient without a word: refused, as VATEX-EVAL's are.
+RATING_SCALE = (1, 5)
 # The published mean column is the plain mean of the four dimensions; allow for rounding in other copies.
 _MEAN_TOLERANCE = 0.01
 
@@ -65,7 +68,10 @@ def load_msvd_eval(path: str | Path) -> tuple[MsvdItem, ...]:
     raw = read_json(path, MsvdEvalError, unique_keys=True, top_level_key="item id")
     if not isinstance(raw, dict):
         raise MsvdEvalError(f"{path}: expected a JSON object mapping item id -> item, got {type(raw).__name__}")
-    return tuple(parse_item(str(item_id), row) for item_id, row in raw.items())
+    try:
+        return tuple(parse_item(str(item_id), row) for item_id, row in raw.items())
+    except MsvdEvalError as error:  # the item's problem, with the file it is in
+        raise MsvdEvalError(f"{path}: {error}") from None
 
 
 def parse_item(item_id: str, row: Any) -> MsvdItem:
@@ -81,6 +87,9 @@ def parse_item(item_id: str, row: Any) -> MsvdItem:
     references = row["ref"]
     if not isinstance(references, list) or not references or not all(isinstance(r, str) for r in references):
         raise MsvdEvalError(f"item {item_id!r}: 'ref' must be a non-empty list of strings")
+    empty = next((number for number, reference in enumerate(references) if not reference.strip()), None)
+    if empty is not None:  # a reference with no words: every reference-based score would compare with nothing
+        raise MsvdEvalError(f"item {item_id!r}: 'ref' {empty} is empty")
     candidate = row.get("candidate")
     if candidate is not None and not isinstance(candidate, str):
         raise MsvdEvalError(f"item {item_id!r}: 'candidate' must be a string when present")
@@ -101,8 +110,8 @@ def _parse_human_scores(item_id: str, value: Any) -> tuple[AccrScores, ...]:
         where = f"item {item_id!r}, annotator {position}"
         if not isinstance(scores, list) or len(scores) != len(SCORE_NAMES):
             raise MsvdEvalError(f"{where}: expected a list of {len(SCORE_NAMES)} numbers {list(SCORE_NAMES)}, got {scores!r}")
-        if not all(isinstance(s, (int, float)) and not isinstance(s, bool) and math.isfinite(s) for s in scores):
-            raise MsvdEvalError(f"{where}: scores must be finite numbers, got {scores!r}")
+        for name, score in zip(SCORE_NAMES, scores):
+            _check_rating(where, name, score)
         dimensions_mean = sum(scores[:4]) / 4
         if abs(dimensions_mean - scores[MEAN_INDEX]) > _MEAN_TOLERANCE:
             raise MsvdEvalError(
@@ -111,6 +120,18 @@ def _parse_human_scores(item_id: str, value: Any) -> tuple[AccrScores, ...]:
             )
         annotators.append(AccrScores(*(float(s) for s in scores)))
     return tuple(annotators)
+
+
+def _check_rating(where: str, name: str, score: Any) -> None:
+    """A rating is a finite number (not a boolean) on the 1-5 scale; else MsvdEvalError naming the column and
+    the value."""
+    # A float is checked for NaN and infinities; an int of any size compares exactly (math.isfinite would
+    # raise OverflowError for 10**400).
+    if not isinstance(score, (int, float)) or isinstance(score, bool) or (isinstance(score, float) and not math.isfinite(score)):
+        raise MsvdEvalError(f"{where}: scores must be finite numbers, got {name} = {score!r}")
+    low, high = RATING_SCALE
+    if not low <= score <= high:
+        raise MsvdEvalError(f"{where}: {name} = {score!r} is outside the {low}-{high} rating scale")
 
 
 def human_matrix(items: Sequence[MsvdItem], dimension: str) -> np.ndarray:

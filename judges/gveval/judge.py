@@ -28,11 +28,11 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Literal, Mapping, Sequence
 
-from capjudge.judges.gveval.parser import SCORE_NAMES, GVEvalResult, Scoring, make_reply_parser
+from capjudge.judges.gveval.parser import MAX_SCORE, MIN_SCORE, SCORE_NAMES, GVEvalResult, Scoring, make_reply_parser
 from capjudge.judges.descriptor import FrameGeometry, JudgeDescriptor
 from capjudge.judges.gveval.reply_view import view_gveval_reply
 from capjudge.judges.record import ReplyFields
-from capjudge.judges.types import BAD_INPUT, BadInput, ChatRequest, ImagePart, ParseFailure
+from capjudge.judges.types import BAD_INPUT, BadInput, ChatRequest, ImagePart, JudgeCaller, ParseFailure
 from capjudge.judges.video import FrameSource, VideoError
 
 __all__ = [
@@ -76,6 +76,7 @@ DESCRIPTOR = JudgeDescriptor(
     reply_grammar="free text ending in one statement per dimension, the 0-100 score wrapped in its marker: "
                   "\u03b1N\u03b1 accuracy, \u03b2N\u03b2 completeness, \u03c8N\u03c8 conciseness, \u03b4N\u03b4 relevance",
     view_reply=view_gveval_reply,
+    score_range=(MIN_SCORE, MAX_SCORE),
 )
 
 SEED_TEMPLATE = "gveval_accr_video.txt"
@@ -202,7 +203,7 @@ class GVEvalJudge:
 
     def __init__(
         self,
-        client: Any,
+        client: JudgeCaller,  # `ajudge` needs a JudgeClient's `ajudge` too
         *,
         scoring: Scoring = "expected",
         mode: Mode = "frames",

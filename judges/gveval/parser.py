@@ -38,6 +38,7 @@ DIMENSION_NAMES = tuple(name for name, _ in DIMENSION_MARKERS)
 # CLI's output keys, in this order; MSVD-Eval's human-score columns, which capjudge.judges.datasets.msvd_eval
 # spells itself, are these names in this order too: tests/test_datasets.py checks).
 SCORE_NAMES: tuple[str, ...] = (*DIMENSION_NAMES, "mean")
+MIN_SCORE, MAX_SCORE = 0, 100  # every score, the mean of the four included
 
 MISSING = "missing"
 OUT_OF_RANGE = "out_of_range"
@@ -57,7 +58,7 @@ _NUMBER = r"[-+]?\d+(?:\.\d+)?"
 _STATEMENT_PATTERNS = {
     name: re.compile(f"(?=({marker}{_FILLER}(?P<number>{_NUMBER}){_FILLER}{marker}))") for name, marker in DIMENSION_MARKERS
 }
-_INTEGER_TOKENS = {str(value): value for value in range(101)}
+_INTEGER_TOKENS = {str(value): value for value in range(MIN_SCORE, MAX_SCORE + 1)}
 _SENTENCE_BOUNDARY = re.compile(r"\n|[.!?](?=\s)")
 _PUNCTUATION_ONLY_LINE = re.compile(r"^[\s.*_\-:]*$")
 
@@ -161,9 +162,9 @@ def parse_statements(text: str | None) -> dict[str, ScoreStatement] | ParseFailu
             notes.append(f"{name}: no statement")
             continue
         value = float(last.group("number"))
-        if not 0 <= value <= 100:
+        if not MIN_SCORE <= value <= MAX_SCORE:
             problems[name] = OUT_OF_RANGE
-            notes.append(f"{name}: {last.group('number')} is outside 0..100")
+            notes.append(f"{name}: {last.group('number')} is outside {MIN_SCORE}..{MAX_SCORE}")
             continue
         statements[name] = ScoreStatement(name, value, last.span(1), last.span("number"))
     if problems:

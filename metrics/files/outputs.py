@@ -4,12 +4,21 @@ OutputError naming the flag and the folder. Files in them are written whole by `
 
 from __future__ import annotations
 
+import argparse
 import tempfile
 from pathlib import Path
 
 
 class OutputError(ValueError):
     """An output folder cannot be written; the message names the flag and the folder."""
+
+
+def folder_argument(text: str) -> Path:
+    """argparse `type` of an output folder flag: an empty value is refused (Path("") is ".", so `--out ""`,
+    e.g. an unset shell variable, would write into whatever folder the command was started in)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("empty: name a folder (`.` for the current one)")
+    return Path(text)
 
 
 def writable_folder(path: Path, flag: str = "--out") -> Path:

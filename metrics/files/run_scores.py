@@ -16,11 +16,10 @@ from pathlib import Path
 
 from capjudge.judges.client.panel import member_metric
 from capjudge.judges.known_judges import judge_descriptor
-from capjudge.judges.jsonl import numbered_objects
 from capjudge.metrics.files.judged_by import judged_by_record
 from capjudge.metrics.files.run_file_error import RunFileError
 from capjudge.metrics.files.runs import find_results_files, samples_path
-from capjudge.metrics.files.task_run import logged_record
+from capjudge.metrics.files.samples_file import read_samples
 from capjudge.metrics.files.values import NotANumber, item_number
 
 
@@ -46,28 +45,25 @@ def run_scores(path: Path, task: str, judge_label: str = "judge") -> RunScores:
     if not samples.is_file():
         raise RunFileError(f"{files[0]}: no samples of task {task!r} beside it ({samples.name}); "
                                "was the run made with --log_samples?")
-    lines = list(numbered_objects(samples, RunFileError, unique_keys=True))
+    lines = read_samples(samples)  # an item logged twice is refused there, as by every reader of runs
     if not lines:
         raise RunFileError(f"{samples}: no items")
-    first_record = logged_record(lines[0][1], f"{samples}, line {lines[0][0]}")
-    descriptor = judge_descriptor(first_record.judge if first_record is not None else None)
+    first = lines[0]
+    descriptor = judge_descriptor(first.record.judge if first.record is not None else None)
     metric = descriptor.main_metric if descriptor is not None else None
     if metric is None:
-        raise RunFileError(f"{samples}, line {lines[0][0]}: no judge record naming a known judge; "
+        raise RunFileError(f"{first.where}: no judge record naming a known judge; "
                                "cannot tell which metric is the judge's score")
-    judged_by = judged_by_record(lines[0][1], f"{samples}, line {lines[0][0]}")
+    judged_by = judged_by_record(first.line, first.where)
     # The run's own values are its one judge's, or the panel's (pooled); a panel's members' come after them.
     members = judged_by.logged_apart
     own = "panel" if judged_by.pooled else judge_label
     fields = {own: metric, **{m: member_metric(metric, m) for m in members}}
     scores: dict[str, dict[str, float | None]] = {name: {} for name in fields}
-    for number, line in lines:
-        where = f"{samples}, line {number}"
-        record = logged_record(line, where)
+    for sample in lines:
+        where, line, record = sample.where, sample.line, sample.record
         if record is None or record.item_id is None:
             raise RunFileError(f"{where}: no judged record with an item id")
-        if str(record.item_id) in scores[next(iter(fields))]:  # else the later line would replace it silently
-            raise RunFileError(f"{where}: item {str(record.item_id)!r} is scored twice in the samples")
         for name, field in fields.items():
             if field not in line:
                 raise RunFileError(f"{where}: no {field!r} (the run's {'panel member ' + name if name in members else 'judge'})")

@@ -16,7 +16,8 @@ ranked on a log it cannot be ranked on.
 
 Items are identified across runs by the logged record's `item_id` if the task logs one, else by lmms-eval's
 `doc_id` together with the logged `target` (lmms-eval's own `doc_hash` is the same for every line in 0.7.x,
-so it identifies nothing). Runs on different data therefore show up as different item sets.
+so it identifies nothing). Runs on different data therefore show up as different item sets. The lines are read by
+`capjudge.metrics.files.samples_file`, the one reader of samples files: an item logged twice is refused there.
 """
 
 from __future__ import annotations
@@ -30,7 +31,6 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
-from capjudge.judges.known_judges import judge_descriptor
 from capjudge.judges.record import (
     ITEM_ID_KEY,
     JUDGE_KEY,
@@ -40,8 +40,9 @@ from capjudge.judges.record import (
     LoggedJudge,
     RecordError,
 )
-from capjudge.judges.jsonl import numbered_objects
 from capjudge.metrics.files.run_file_error import RunFileError
+# logged_record is the samples reader's; it is also imported from here by the readers written before it.
+from capjudge.metrics.files.samples_file import logged_record as logged_record, read_samples
 from capjudge.metrics.files.values import NotANumber, item_number
 
 # Fields every lmms-eval samples line has; whatever else a line holds came from the task's process_results.
@@ -114,8 +115,8 @@ def read_task(
             task, tuple(metric_names), directions, harness_values, None, {}, {},
             {config_judge: 0} if config_judge else {}, "config" if config_judge else "unknown", None, descriptive,
         )
-    numbered = list(numbered_objects(samples_path, RunFileError, unique_keys=True))
-    lines = [line for _, line in numbered]
+    samples = read_samples(samples_path)  # an item logged twice is refused there, as everywhere
+    lines = [sample.line for sample in samples]
     if not metric_names:  # no config and no results: take what the task logged
         metric_names = sorted({k for line in lines for k in line if k not in _LMMS_SAMPLE_FIELDS and k not in (ITEM_ID_KEY, JUDGE_KEY, RECORD_METRIC)})
     values = {metric: np.full(len(lines), np.nan) for metric in metric_names}
@@ -124,8 +125,8 @@ def read_task(
     keys: list[str] = []
     judges: Counter[LoggedJudge] = Counter()
     usage: Counter[str] = Counter()
-    for position, (line_number, line) in enumerate(numbered):
-        record = logged_record(line, f"{samples_path}, line {line_number}")
+    for position, sample in enumerate(samples):
+        line_number, line, record = sample.number, sample.line, sample.record
         keys.append(_item_key(line, record))
         judge = record.judge.as_scorer() if record is not None and record.judge is not None else None
         if judge is not None:
@@ -144,9 +145,6 @@ def read_task(
             values[metric][position] = number
             seen_value[metric] = True
             bool_valued[metric] = bool_valued[metric] and _is_bool(raw, score_key)
-    duplicates = [key for key, count in Counter(keys).items() if count > 1]
-    if duplicates:
-        raise RunFileError(f"{samples_path}: item ids repeat ({', '.join(duplicates[:5])}); cannot pair items across runs")
     judge_source: Literal["samples", "config", "unknown"] = "samples"
     if not judges:
         config_judge = _judge_from_config(task_config)
@@ -179,21 +177,9 @@ def _add_usage(usage: Counter[str], judgment: Judgment | None) -> None:
 
 
 def read_records(samples_path: Path) -> list[JudgedRecord | None]:
-    """The logged record of every line of a samples file (None: the line logs none)."""
-    return [logged_record(line, f"{samples_path}, line {number}")
-            for number, line in numbered_objects(samples_path, RunFileError)]
-
-
-def logged_record(line: Mapping[str, Any], where: str) -> JudgedRecord | None:
-    """The item's logged record (None: the line logs none); a malformed one is a RunFileError naming
-    `where` (the samples file and line) and what is wrong."""
-    try:
-        record = JudgedRecord.in_line(line)
-        if record is not None:
-            judge_descriptor(record.judge)  # its logged judge facts must read back too, or the record is refused
-        return record
-    except RecordError as problem:
-        raise RunFileError(f"{where}: the logged record: {problem}") from None
+    """The logged record of every line of a samples file (None: the line logs none), read by the one samples
+    reader (an item logged twice is refused)."""
+    return [sample.record for sample in read_samples(samples_path)]
 
 
 def _item_key(line: Mapping[str, Any], record: JudgedRecord | None) -> str:

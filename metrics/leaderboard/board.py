@@ -92,6 +92,7 @@ def build_leaderboard(
     columns = _columns(runs)
     notes = list(warnings)
     replies = _replies(runs, columns)
+    columns = _with_scales(columns, replies)
     estimates = {run.name: {c.key: _estimate(run, c, settings, replies) for c in columns} for run in runs}
     rank_column = _rank_column(columns, rank_by)
     comparisons: dict[str, dict[str, Comparison]] = {run.name: {} for run in runs}
@@ -171,6 +172,18 @@ def _replies(runs: Sequence[Run], columns: Sequence[MetricColumn]) -> dict[tuple
             metrics = [c.metric for c in columns if c.task == task and c.kind != "rate"]
             found[(run.name, task)] = task_replies(task_run, metrics)
     return found
+
+
+def _with_scales(columns: Sequence[MetricColumn], replies: Mapping[tuple[str, str], TaskReplies]) -> tuple[MetricColumn, ...]:
+    """Each score column with the range its runs' judges declare for it (none where they declare none, or
+    declare different ones: no figure is flagged against a scale that is not the column's)."""
+    declared: dict[str, set] = {}
+    for (_, task), found in replies.items():
+        for metric, scale in found.scales.items():
+            declared.setdefault(f"{task}/{metric}", set()).add(scale)
+    return tuple(replace(column, scale=next(iter(declared[column.key])))
+                 if column.kind == "score" and len(declared.get(column.key, ())) == 1 else column
+                 for column in columns)
 
 
 def _report_urls(run: Run, report_url: ReportUrl | None) -> dict[str, str]:

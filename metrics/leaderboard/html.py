@@ -11,7 +11,8 @@ each item naming its two models in `data-first`/`data-second`) and their agreeme
 own box. A task with length-controlled scores shows its plot (`capjudge.metrics.leaderboard.length_plot`, the
 same PNG as the file written beside the page, inline) in `figure.length-plot` right beside its main table
 (under it when the screen is too narrow for both); a task that could have one but has none says why
-(`p.no-length-plot`).
+(`p.no-length-plot`). A figure outside its score's scale carries `span.out-of-scale` (⚠, its reason as the
+title) and is named again in the section's `p.note.out-of-scale`.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from importlib.resources import files
 from string import Template
 
 from capjudge.metrics.leaderboard.table import Leaderboard, LeaderboardRow
+from capjudge.metrics.leaderboard.cells import OUT_OF_SCALE_MARK
 from capjudge.metrics.leaderboard.layout import Cell, DisplayColumn, PanelSection, TaskSection, legend, task_sections
 from capjudge.metrics.leaderboard.length_plot import (
     LengthPlot,
@@ -83,6 +85,8 @@ def _section(section: TaskSection, length_plot: str, missing_plot: str) -> str:
     ]
     if section.length_note:
         parts.append(f'<p class="note length-control">{escape(section.length_note)}</p>')
+    if section.scale_note:
+        parts.append(f'<p class="note out-of-scale">{escape(section.scale_note)}</p>')
     if missing_plot:
         parts.append(f'<p class="note no-length-plot">{escape(missing_plot)}</p>')
     if section.others:
@@ -125,7 +129,7 @@ def _table(columns: tuple[DisplayColumn, ...], rows: tuple[LeaderboardRow, ...],
             cell = column.cells[index]
             content = _link(cell, row.report_urls.get(task)) if position == 1 else _content(cell)
             classes = column.align + (" model" if position == 1 else "")
-            title = f' title="{html.escape(cell.note)}"' if cell.note else ""
+            title = f' title="{html.escape(cell.tooltip)}"' if cell.tooltip else ""
             cells.append(f'<td class="{classes}" data-sort="{html.escape(cell.sort)}"{title}>{content}</td>')
         body.append(f"<tr>{''.join(cells)}</tr>")
     return (f'<table class="sortable {kind}" data-task="{html.escape(task)}"><thead><tr>{head}</tr></thead>'
@@ -140,6 +144,8 @@ def _breakable(header: str) -> str:
 def _content(cell: Cell) -> str:
     escape = html.escape
     mark = f' <span class="worse">{escape(cell.mark)}</span>' if cell.mark else ""
+    if cell.out_of_scale:
+        mark += f' <span class="out-of-scale" title="{escape(cell.out_of_scale.text)}">{OUT_OF_SCALE_MARK}</span>'
     interval = f'<span class="ci">{escape(cell.interval)}</span>' if cell.interval else ""
     return f'<span class="value">{escape(cell.value)}{mark}</span>{interval}'
 

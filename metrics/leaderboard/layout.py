@@ -13,7 +13,9 @@ CSV keeps all three.
 
 Display conventions: scores keep the task's own scale (one decimal when some model's value is 10 or more,
 else two; a column's CIs and differences use the same); rates are in %. A ▼ after a value marks a model
-that is significantly worse than the column's top model (Holm-corrected paired permutation test).
+that is significantly worse than the column's top model (Holm-corrected paired permutation test); a ⚠ a
+figure outside its score's scale, listed again under the section's tables (`capjudge.metrics.leaderboard.
+cells`). A length-controlled column whose beta the data do not identify shows "not identified", no number.
 
 A task some run judged with a panel of judges (`capjudge.metrics.leaderboard.panel`) gets a *panel* part:
 each member's value of the main metric and its rank of the models beside the panel's, one sentence per pair
@@ -24,43 +26,35 @@ intervals). Other tasks get none.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
 
 from capjudge.judges.client.panel import pair_name
 from capjudge.metrics.leaderboard.length_column import TaskLengthControl, length_note
 from capjudge.metrics.leaderboard.panel import OrderFlip, TaskPanel
 from capjudge.metrics.leaderboard.table import Leaderboard, LeaderboardRow, MetricColumn
-from capjudge.metrics.leaderboard.stats import Comparison, Estimate
+from capjudge.metrics.leaderboard.cells import (
+    EMPTY,
+    WORSE_MARK,
+    Cell,
+    DisplayColumn,
+    count_cell,
+    decimals,
+    estimate_cell,
+    flagged,
+    header,
+    interval_cell,
+    noise_cell,
+    out_of_scale_note,
+    p_cell,
+    rank_cell,
+    scaled,
+    sort_key,
+    value_cell,
+)
 from capjudge.metrics.statistics.value_ci import ValueCI
 
-WORSE_MARK = "▼"
-EMPTY = "—"
-
-
-@dataclass(frozen=True)
-class Cell:
-    """One table cell: the value, its interval (shown after it, or under it in HTML), the ▼ mark, the key the
-    HTML sorts by, and a longer description (the HTML's tooltip)."""
-
-    value: str
-    interval: str = ""
-    mark: str = ""
-    sort: str = ""
-    note: str = ""
-
-    @property
-    def text(self) -> str:
-        return " ".join(part for part in (self.value, self.interval, self.mark) if part)
-
-
-@dataclass(frozen=True)
-class DisplayColumn:
-    header: str
-    cells: tuple[Cell, ...]  # one per row of the section
-    align: Literal["left", "right"] = "right"
+__all__ = ["Cell", "DisplayColumn", "PanelSection", "TaskSection", "decimals", "legend", "task_sections"]
 
 
 @dataclass(frozen=True)
@@ -101,6 +95,8 @@ class TaskSection:
     panels: tuple[PanelSection, ...] = ()
     # Under the main table when the task has a length-controlled column: beta, order changes, the method.
     length_note: str = ""
+    # Under the tables: every figure shown with ⚠ (outside its score's scale), named; '' when there is none.
+    scale_note: str = ""
 
 
 def task_sections(board: Leaderboard) -> list[TaskSection]:
@@ -114,7 +110,7 @@ def _section(board: Leaderboard, task: str) -> TaskSection:
         key=lambda row: (row.task_ranks.get(task) is None, row.task_ranks.get(task) or 0, row.name),
     ))
     keys = (
-        DisplayColumn("#", tuple(_rank_cell(row.task_ranks.get(task)) for row in rows)),
+        DisplayColumn("#", tuple(rank_cell(row.task_ranks.get(task)) for row in rows)),
         DisplayColumn("Model", tuple(Cell(row.name, sort=row.name) for row in rows), align="left"),
     )
     columns = [c for c in board.columns if c.task == task]
@@ -129,23 +125,24 @@ def _section(board: Leaderboard, task: str) -> TaskSection:
         if control is not None:
             main.append(_length_column(control, main_column, rows, board))
         main.append(_difference_column(main_column, rows, board))
-        main.append(DisplayColumn("p (Holm)", tuple(_p_cell(row.comparison_for(main_column)) for row in rows)))
+        main.append(DisplayColumn("p (Holm)", tuple(p_cell(row.comparison_for(main_column)) for row in rows)))
         if any(row.estimates[main_column.key].replies > 1 for row in rows):
-            main.append(DisplayColumn("Judge noise", tuple(_noise_cell(row.estimates[main_column.key]) for row in rows)))
+            main.append(DisplayColumn("Judge noise", tuple(noise_cell(row.estimates[main_column.key]) for row in rows)))
     item_counts = {row.n_items.get(task) for row in rows}
     if len(item_counts) > 1 or None in item_counts:
-        main.append(DisplayColumn("Items", tuple(_count_cell(row.n_items.get(task)) for row in rows)))
+        main.append(DisplayColumn("Items", tuple(count_cell(row.n_items.get(task)) for row in rows)))
     order = {"score": 0, "rate": 1, "descriptive": 2}
-    others = sorted((c for c in columns if c != main_column and c.key not in folded),
-                    key=lambda c: (order[c.kind], not c.main))
+    others = tuple(_metric_column(c, rows, board, prefix, bounds=bounds.get(c.key)) for c in sorted(
+        (c for c in columns if c != main_column and c.key not in folded), key=lambda c: (order[c.kind], not c.main)))
     return TaskSection(
         task=task,
         caption=_caption(main_column, item_counts),
         rows=rows,
         keys=keys,
         main=tuple(main),
-        others=tuple(_metric_column(c, rows, board, prefix, bounds=bounds.get(c.key)) for c in others),
+        others=others,
         judge_note=_judge_note(rows, task),
+        scale_note=out_of_scale_note(rows, (*main, *others)),
         length_note=board.length_undefined.get(task, "") if control is None else length_note(
             control, decimals(main_column, rows), board.settings.n_resamples, board.settings.seed,
             board.settings.confidence),
@@ -217,21 +214,21 @@ def _panel_section(panel: TaskPanel, column: MetricColumn, rows: Sequence[Leader
     places = _panel_places(column, [*panel_values.values(),
                                     *(s.value for model in models for s in model.standings.values())])
     name = column.metric.removeprefix(prefix)
-    standings = [DisplayColumn(f"{name} (panel)", tuple(_value_cell(panel_values[row.name], column, places)
+    standings = [DisplayColumn(f"{name} (panel)", tuple(value_cell(panel_values[row.name], column, places)
                                                       for row in panel_rows))]
     for member in panel.members:
         standings.append(DisplayColumn(f"{name}@{member}", tuple(
-            _value_cell(model.standings[member].value, column, places) for model in models)))
-        standings.append(DisplayColumn(f"# {member}", tuple(_rank_cell(model.standings[member].rank)
+            value_cell(model.standings[member].value, column, places) for model in models)))
+        standings.append(DisplayColumn(f"# {member}", tuple(rank_cell(model.standings[member].rank)
                                                              for model in models)))
-    agreement = [DisplayColumn("alpha [95% CI]", tuple(_interval_cell(model.alpha, 2) for model in models))]
+    agreement = [DisplayColumn("alpha [95% CI]", tuple(interval_cell(model.alpha, 2) for model in models))]
     agreement += [
-        DisplayColumn(f"tau-b {pair_name(*pair)} [95% CI]", tuple(_interval_cell(model.kendall[pair], 2)
+        DisplayColumn(f"tau-b {pair_name(*pair)} [95% CI]", tuple(interval_cell(model.kendall[pair], 2)
                                                                   for model in models))
         for pair in panel.pairs
     ]
     agreement += [
-        DisplayColumn(f"offset@{member} [95% CI]", tuple(_interval_cell(model.offsets[member], places, signed=True)
+        DisplayColumn(f"offset@{member} [95% CI]", tuple(interval_cell(model.offsets[member], places, signed=True)
                                                           for model in models))
         for member in panel.members
     ]
@@ -240,9 +237,9 @@ def _panel_section(panel: TaskPanel, column: MetricColumn, rows: Sequence[Leader
         caption=(f"Judge panel: {', '.join(panel.members) or 'no member every run has'}. Each member's "
                  f"{column.metric} (its mean over the items, from the run's results) and its rank of the models "
                  f"(# member), beside the panel's value and rank (#)."),
-        notes=_panel_notes(panel),
+        notes=(*_panel_notes(panel), *filter(None, [out_of_scale_note(panel_rows, standings)])),
         rows=panel_rows,
-        keys=(DisplayColumn("#", tuple(_rank_cell(row.task_ranks.get(panel.task)) for row in panel_rows)),
+        keys=(DisplayColumn("#", tuple(rank_cell(row.task_ranks.get(panel.task)) for row in panel_rows)),
               DisplayColumn("Model", tuple(Cell(row.name, sort=row.name) for row in panel_rows), align="left")),
         standings=tuple(standings),
         flips_caption=_flips_caption(panel),
@@ -279,7 +276,7 @@ def _flips_caption(panel: TaskPanel) -> str:
 def _flip_note(flip: OrderFlip, values: dict[str, dict[str, float | None]], panel_values: dict[str, float | None],
                column: MetricColumn, places: int) -> FlipNote:
     def number(value: float | None) -> str:
-        return EMPTY if value is None else f"{_scaled(value, column):.{places}f}"
+        return EMPTY if value is None else f"{scaled(value, column):.{places}f}"
 
     def by(above: str, below: str, members: Sequence[str]) -> str:
         return f"{above} above by " + ", ".join(
@@ -305,72 +302,9 @@ def _panel_places(column: MetricColumn, values: Sequence[float | None]) -> int:
     return 1 if any(v is not None and abs(v) >= 10 for v in values) else 2
 
 
-def _value_cell(value: float | None, column: MetricColumn, places: int) -> Cell:
-    if value is None:
-        return Cell(EMPTY)
-    return Cell(f"{_scaled(value, column):.{places}f}", sort=_sort_key(value))
-
-
-def _interval_cell(figure: ValueCI, places: int, signed: bool = False) -> Cell:
-    if figure.value is None:
-        return Cell(EMPTY, note="not defined for this run's items")
-    spelled = (lambda v: f"{v:+.{places}f}") if signed else (lambda v: f"{v:.{places}f}")  # noqa: E731
-    interval = ""
-    if figure.ci_low is not None and figure.ci_high is not None:
-        interval = f"[{spelled(figure.ci_low)}, {spelled(figure.ci_high)}]"
-    return Cell(spelled(figure.value), interval, sort=_sort_key(figure.value))
-
-
 # ---------------------------------------------------------------------------------------------------------
 # Cells
 # ---------------------------------------------------------------------------------------------------------
-
-
-def decimals(column: MetricColumn, rows: Sequence[LeaderboardRow]) -> int:
-    """Rates: one decimal (of %). Scores: one when some model's value is 10 or more, else two."""
-    if column.kind == "rate":
-        return 1
-    values = [abs(row.estimates[column.key].value) for row in rows if row.estimates[column.key].value is not None]
-    return 1 if any(v >= 10 for v in values) else 2  # type: ignore[arg-type]
-
-
-def _scaled(value: float, column: MetricColumn) -> float:
-    return 100 * value if column.kind == "rate" else value
-
-
-def _sort_key(value: float | None) -> str:
-    return "" if value is None or math.isnan(value) else repr(float(value))
-
-
-def header(column: MetricColumn, prefix: str = "", ci_in_header: bool = False, confidence: float = 0.95) -> str:
-    unit = " (%)" if column.kind == "rate" else ""
-    name = column.metric.removeprefix(prefix)
-    return f"{name}{unit}" + (f" [{confidence:.0%} CI]" if ci_in_header else "")
-
-
-def estimate_cell(
-    estimate: Estimate,
-    column: MetricColumn,
-    places: int,
-    comparison: Comparison | None = None,
-    logged_bounds: tuple[Estimate, Estimate] | None = None,
-) -> Cell:
-    if estimate.value is None:
-        return Cell(EMPTY)
-    scaled = lambda v: f"{_scaled(v, column):.{places}f}"  # noqa: E731
-    interval = ""
-    low, high = estimate.ci_low, estimate.ci_high
-    if (low is None or high is None) and logged_bounds is not None:
-        low, high = logged_bounds[0].value, logged_bounds[1].value
-    if low is not None and high is not None:
-        interval = f"[{scaled(low)}, {scaled(high)}]"
-    elif estimate.source == "harness":
-        interval = "(no CI)"
-    note = f"{estimate.n} items" if estimate.source == "samples" else "lmms-eval's aggregate (no per-item log)"
-    if estimate.noise_share is not None:
-        note += f"; judge noise {estimate.noise_share:.0%} of the CI's width (k={estimate.replies})"
-    worse = comparison is not None and comparison.significant
-    return Cell(scaled(estimate.value), interval, WORSE_MARK if worse else "", _sort_key(estimate.value), note)
 
 
 def _metric_column(
@@ -392,10 +326,15 @@ def _metric_column(
 
 def _length_column(control: TaskLengthControl, column: MetricColumn, rows: Sequence[LeaderboardRow],
                    board: Leaderboard) -> DisplayColumn:
-    """Each model's main score at the task's reference length (`length_column`), beside its raw mean."""
+    """Each model's main score at the task's reference length (`length_column`), beside its raw mean; where
+    the data do not identify beta, "not identified" in every row (the reason in the note under the table)."""
     places = decimals(column, rows)
-    return DisplayColumn(f"length-controlled [{board.settings.confidence:.0%} CI]", tuple(
-        _interval_cell(control.fit.scores.get(row.name, ValueCI(None)), places) for row in rows))
+    why = control.fit.not_identified
+    cells = tuple(
+        Cell("not identified", note=f"no length-controlled score: {why}") if why is not None
+        else flagged(interval_cell(figure, places), figure, column.scale, column.metric)
+        for row in rows for figure in [control.fit.scores.get(row.name, ValueCI(None))])
+    return DisplayColumn(f"length-controlled [{board.settings.confidence:.0%} CI]", cells)
 
 
 def _difference_column(column: MetricColumn, rows: Sequence[LeaderboardRow], board: Leaderboard) -> DisplayColumn:
@@ -407,33 +346,10 @@ def _difference_column(column: MetricColumn, rows: Sequence[LeaderboardRow], boa
         if comparison is None or comparison.difference is None:
             cells.append(Cell("top" if row.name == top else EMPTY))
             continue
-        signed = lambda v: f"{_scaled(v, column):+.{places}f}"  # noqa: E731
+        signed = lambda v: f"{scaled(v, column):+.{places}f}"  # noqa: E731
         interval = ""
         if comparison.ci_low is not None and comparison.ci_high is not None:
             interval = f"[{signed(comparison.ci_low)}, {signed(comparison.ci_high)}]"
-        cells.append(Cell(signed(comparison.difference), interval, sort=_sort_key(comparison.difference),
+        cells.append(Cell(signed(comparison.difference), interval, sort=sort_key(comparison.difference),
                           note=f"{comparison.n_common} items in common with {comparison.reference}"))
     return DisplayColumn(f"Δ vs top [{board.settings.confidence:.0%} CI]", tuple(cells))
-
-
-def _p_cell(comparison: Comparison | None) -> Cell:
-    if comparison is None or comparison.p_adjusted is None:
-        return Cell(EMPTY)
-    return Cell(f"{comparison.p_adjusted:.3g}", sort=_sort_key(comparison.p_adjusted),
-                note=f"uncorrected p {comparison.p_value:.3g}" if comparison.p_value is not None else "")
-
-
-def _noise_cell(estimate: Estimate) -> Cell:
-    if estimate.noise_share is None:
-        why = "one reply per item" if estimate.replies == 1 else "no reply value behind this metric"
-        return Cell(f"{EMPTY} (k={estimate.replies})", note=f"judge noise not measurable: {why}")
-    return Cell(f"{estimate.noise_share:.0%} (k={estimate.replies})", sort=_sort_key(estimate.noise_share))
-
-
-def _rank_cell(rank: int | None) -> Cell:
-    return Cell(EMPTY if rank is None else str(rank), sort=_sort_key(None if rank is None else float(rank)))
-
-
-def _count_cell(count: int | None) -> Cell:
-    return Cell("?" if count is None else str(count), sort=_sort_key(None if count is None else float(count)),
-                note="" if count is not None else "no per-sample log")

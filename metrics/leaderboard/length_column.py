@@ -15,6 +15,10 @@ lack a logged caption (a log without records, or records without captions) takes
 task, with a warning naming the run: a model's length cannot be guessed, and fitting beta without it would
 not be "across all models". A caption that is logged but is not text is already refused when the run is
 read (`capjudge.metrics.files.task_run`).
+
+A few items identify no beta (`capjudge.metrics.statistics.length_control.IDENTIFICATION_RULE`: too few items
+per model, or too many bootstrap resamples undefined): the task keeps the column, which says "not
+identified" with no number, the note under the table says why, and no change of order is claimed.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from capjudge.metrics.files.runs import Run
 from capjudge.metrics.files.task_run import TaskRun, logged_record
 from capjudge.metrics.statistics.clusters import ClusterError
 from capjudge.metrics.statistics.length_control import (
+    IDENTIFICATION_RULE,
     LengthControlled,
     length_controlled,
 )
@@ -41,7 +46,8 @@ METHOD = (
     "the caption's standardised log word count (so beta is {metric} points per SD of log words); "
     "LC = mean score - beta x mean(z - z_ref) over the model's items, z_ref the item's reference length "
     "({reference}) on the same scale. Brackets: {confidence:.0%} percentile CI from an item bootstrap "
-    "({n_resamples} resamples, seed {seed}) that re-estimates beta and every mean in each resample."
+    "({n_resamples} resamples, seed {seed}) that re-estimates beta and every mean in each resample. Shown only "
+    "where the data identify beta: " + IDENTIFICATION_RULE + "."
 )
 # After "TASK: " in the warning of a task whose column a run's unlogged captions took away (the page's plot
 # note names that reason when it finds this warning).
@@ -56,6 +62,11 @@ class TaskLengthControl:
     fit: LengthControlled
     n_by_reference: int  # items whose reference length is their references' median word count
     flips: tuple[tuple[str, str], ...]  # (above raw, above length-controlled): pairs whose order changes
+
+    @property
+    def identified(self) -> bool:
+        """Whether the data identify beta (`IDENTIFICATION_RULE`): else no score is shown, no flip claimed."""
+        return self.fit.not_identified is None
 
     @property
     def reference_text(self) -> str:
@@ -167,8 +178,9 @@ def _fit(task: str, metric: str, higher: bool, models: Mapping[str, _Captions], 
         [v for c in models.values() for v in c.values], [w for c in models.values() for w in c.words],
         [reference[key] for key in keys], names, keys, n_resamples=n_resamples, seed=seed, confidence=confidence,
     )
-    return TaskLengthControl(task, metric, higher, fit, sum(key in references for key in lengths),
-                             _flips(fit, higher))
+    # No order change is claimed from scores that are not results.
+    flips = _flips(fit, higher) if fit.not_identified is None else ()
+    return TaskLengthControl(task, metric, higher, fit, sum(key in references for key in lengths), flips)
 
 
 def _flips(fit: LengthControlled, higher: bool) -> tuple[tuple[str, str], ...]:
@@ -185,7 +197,15 @@ def _flips(fit: LengthControlled, higher: bool) -> tuple[tuple[str, str], ...]:
 
 
 def length_note(control: TaskLengthControl, places: int, n_resamples: int, seed: int, confidence: float) -> str:
-    """The sentence under a task's table: beta with its interval, the order changes, then the method."""
+    """The sentence under a task's table: beta with its interval, the order changes, then the method; or,
+    where the data do not identify beta, that it is not identified and why (no number, no order change)."""
+    method = METHOD.format(metric=control.metric, reference=control.reference_text, confidence=confidence,
+                           n_resamples=n_resamples, seed=seed)
+    why = control.fit.not_identified
+    if why is not None:
+        return (f"Length coefficient beta not identified ({control.fit.n_observations} captions of "
+                f"{control.fit.n_items} items): {why}. No length-controlled score is shown and no change of "
+                f"order is claimed. {method}")
     beta = control.fit.beta
     interval = (f" [{beta.ci_low:+.{places}f}, {beta.ci_high:+.{places}f}]"
                 if beta.ci_low is not None and beta.ci_high is not None else "")
@@ -197,6 +217,5 @@ def length_note(control: TaskLengthControl, places: int, n_resamples: int, seed:
             f"{raw} above {other} raw, {other} above {raw} length-controlled" for raw, other in control.flips) + ".")
     else:
         parts.append("The length-controlled ranking orders every pair of models as the raw one does.")
-    parts.append(METHOD.format(metric=control.metric, reference=control.reference_text, confidence=confidence,
-                               n_resamples=n_resamples, seed=seed))
+    parts.append(method)
     return " ".join(parts)

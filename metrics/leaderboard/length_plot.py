@@ -11,7 +11,8 @@ estimates and the length-controlled scores and beta are the `LengthControlled` r
 Models run from the top in the length-controlled order (best first); each row holds the raw mean (grey open
 circle, a little above) and the length-controlled score (blue square, a little below), joined by a thin line,
 each with its interval as whiskers. A row's label gives both ranks (raw #2 -> LC #1) and is red when the model
-is in a pair whose order changes (the table note's list). Names are data: drawn as text (no mathtext), line
+is in a pair whose order changes (the table note's list). Where length-controlled scores leave the main
+metric's scale, the title counts them and the scale's ends in view are drawn dashed. Names are data: drawn as text (no mathtext), line
 breaks and other control characters shown as visible marks, long names cut in the middle.
 """
 
@@ -29,7 +30,7 @@ from capjudge.metrics.leaderboard.layout import decimals
 from capjudge.metrics.leaderboard.length_column import NO_CAPTIONS_WARNING
 from capjudge.metrics.leaderboard.names import cut_names
 from capjudge.metrics.leaderboard.table import Leaderboard
-from capjudge.metrics.statistics.value_ci import ValueCI
+from capjudge.metrics.statistics.value_ci import Scale, ValueCI
 
 FILE_PREFIX = "leaderboard_length_"
 LABEL_WIDTH = 32  # characters of a model name in a row label; longer names lose their middle
@@ -62,6 +63,8 @@ class LengthPlot:
     n_flips: int
     places: int
     confidence: float
+    scale: Scale | None = None  # the main metric's scale: its ends are drawn, and figures beyond it counted
+    n_outside: int = 0  # rows whose length-controlled score or interval leaves the scale (⚠ in the table)
 
 
 @dataclass(frozen=True)
@@ -83,16 +86,17 @@ class DrawnLengthPlot:
 
 
 def length_plots(board: Leaderboard) -> dict[str, LengthPlot]:
-    """task -> its plot, for every task with length-controlled scores (none when the column is off)."""
+    """task -> its plot, for every task with length-controlled scores (none when the column is off, none where
+    the data do not identify beta: a plot of numbers that are not results would show them as results)."""
     names = file_names(board)
-    return {task: _plot(board, task, names[task]) for task in board.length_control}
+    return {task: _plot(board, task, names[task]) for task in names}
 
 
 def file_names(board: Leaderboard) -> dict[str, str]:
     """task -> its plot's file name: the task's name with anything but letters, digits, `_`, `.` and `-`
     replaced (a task name is data), numbered when two tasks would share a name."""
     names: dict[str, str] = {}
-    for task in board.length_control:
+    for task in (task for task, control in board.length_control.items() if control.identified):
         stem = FILE_PREFIX + _UNSAFE_IN_FILE_NAME.sub("_", task)[:_TASK_IN_FILE_NAME]
         name, number = f"{stem}.png", 2
         while name in names.values():
@@ -110,10 +114,13 @@ def missing_plot_note(board: Leaderboard, task: str) -> str:
     """Why a task that could have a plot has none ('' when it has one, when length control is off, when the
     task's main metric is not a score, or when the task has only one model: nothing to say there)."""
     column = board.task_rank_columns.get(task)
-    if (not board.settings.length_control or task in board.length_control or column is None
+    control = board.length_control.get(task)
+    if (not board.settings.length_control or (control is not None and control.identified) or column is None
             or column.kind != "score" or sum(task in row.n_items for row in board.rows) < 2):
         return ""
-    if task in board.length_undefined:
+    if control is not None:
+        why = "the data do not identify its length coefficient (see the note above)"
+    elif task in board.length_undefined:
         why = "its length coefficient is undefined (see the note above)"
     elif any(w.startswith(f"{task}: {NO_CAPTIONS_WARNING}") for w in board.warnings):
         why = "a run's judged captions are not logged (see the warnings)"
@@ -149,7 +156,8 @@ def _plot(board: Leaderboard, task: str, file_name: str) -> LengthPlot:
                                  raw_ranks[row.name], controlled_ranks[row.name], row.name in flipped)
                    for row in ordered),
         beta=control.fit.beta, n_flips=len(control.flips), places=decimals(column, rows),
-        confidence=board.settings.confidence,
+        confidence=board.settings.confidence, scale=column.scale,
+        n_outside=sum(bool(controlled[row.name].outside(column.scale)) for row in rows),
     )
 
 
@@ -201,6 +209,13 @@ def draw_length_plot(plot: LengthPlot) -> DrawnLengthPlot:
     scores.legend(loc="best", fontsize=8, frameon=False)
     changes = ("no pair of models changes order" if plot.n_flips == 0 else
                f"{plot.n_flips} pair{'s' if plot.n_flips > 1 else ''} of models change{'s' if plot.n_flips == 1 else ''} order")
+    if plot.scale is not None and plot.n_outside:
+        changes += (f"\n{plot.n_outside} length-controlled score{'s' if plot.n_outside > 1 else ''} outside the "
+                    f"{plot.scale.text()} scale (dashed: its ends)")
+        low, high = scores.get_xlim()
+        for end in (plot.scale.low, plot.scale.high):
+            if low <= end <= high:
+                scores.axvline(end, color="#b9770e", linestyle="--", linewidth=0.9, zorder=0)
     top.suptitle("\n".join([*textwrap.wrap(f"{plot.task}: raw vs length-controlled, in the length-controlled "
                                            "order", 75), changes]), fontsize=10, parse_math=False)
     beta = _errorbar(slope, [plot.beta], np.zeros(1), fmt="D", color="#333333", fill=True, label="beta")

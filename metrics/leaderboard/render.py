@@ -10,7 +10,8 @@ model, every metric with its CI, n, replies per item, judge-noise share and test
 as wide as it needs to be, with rates as fractions. A task judged by a panel of judges adds its panel part to
 leaderboard.md (`### Judge panel`) and, to leaderboard.csv after every other column, each member's value and
 rank, the run's agreement figures (alpha, each member's offset), the models whose order flips between members,
-then each pair of members' tau-b.
+then each pair of members' tau-b. Its `outside_scale` column names a row's figures outside their score's scale
+(the pages' ⚠); `length_not_identified_<task>` says why a task's length-controlled figures are left empty.
 
 Names are data, and both files are safe to open whatever a name holds: in leaderboard.md a name's HTML, `|`
 and `\\` are escaped and control characters (a newline) are shown as their Unicode pictures (␊), so a name
@@ -40,7 +41,8 @@ from capjudge.judges.client.panel import (
     pair_name,
 )
 from capjudge.metrics.leaderboard.panel import TaskPanel
-from capjudge.metrics.leaderboard.table import Leaderboard
+from capjudge.metrics.leaderboard.table import Leaderboard, LeaderboardRow
+from capjudge.metrics.statistics.value_ci import ValueCI
 from capjudge.metrics.leaderboard.chart import render_chart_png
 from capjudge.metrics.leaderboard.html import render_html
 from capjudge.metrics.leaderboard.names import cut_names
@@ -70,6 +72,7 @@ _FORMULA_START = ("=", "+", "-", "@", "\t", "\r", "'")
 _MARKUP = re.compile(r"<(?=[A-Za-z/!?])|&(?=#?\w+;)")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _CI_ENDS = ("", "_ci_low", "_ci_high")  # a panel figure and its interval's ends, as a panel run names them
+_PART_SUFFIX = dict(zip(("value", "ci_low", "ci_high"), _CI_ENDS))  # a ValueCI's part -> its CSV column suffix
 
 __all__ = ["LeaderboardFiles", "render_chart_png", "render_html", "render_markdown", "write_csv", "write_leaderboard"]
 
@@ -166,6 +169,8 @@ def _section_lines(section: TaskSection, shorts: dict[str, str], width: int, plo
         lines += _table(keys + tuple(chunk)) + [""]
     if section.length_note:  # under the main table, as on the page
         lines += _wrapped(section.length_note, width) + [""]
+    if section.scale_note:
+        lines += _wrapped(section.scale_note, width) + [""]
     lines += plot_lines
     if section.others:
         lines += _wrapped("Other metrics: mean [CI]; rates in % of the items.", width) + [""]
@@ -289,6 +294,7 @@ def render_csv(board: Leaderboard) -> str:
     header += [f"rank_{task}" for task in tasks] + [f"items_{task}" for task in tasks] + [f"judge_{task}" for task in tasks]
     header += [f"{name}_{task}" for task in tasks for name in USAGE_FIELDS]
     header += [f"report_url_{task}" for task in tasks]
+    header.append("outside_scale")
     header += _length_header(board)
     header += _panel_header(board)
     handle = io.StringIO(newline="")
@@ -320,6 +326,7 @@ def render_csv(board: Leaderboard) -> str:
         cells += ["; ".join(row.judges.get(task, ())) for task in tasks]
         cells += [row.usage.get(task, {}).get(name, "") for task in tasks for name in USAGE_FIELDS]
         cells += [row.report_urls.get(task, "") for task in tasks]
+        cells.append("; ".join(_outside_scale(board, row)))
         cells += _length_cells(board, row.name)
         cells += _panel_cells(board, row.name)
         writer.writerow([_csv_text(cell) for cell in cells])
@@ -366,20 +373,42 @@ def _panel_cells(board: Leaderboard, name: str) -> list[object]:
 def _length_header(board: Leaderboard) -> list[str]:
     """Before the panel columns, per task with a length-controlled column: each model's length-controlled main
     score with its interval, then the task's beta with its interval (the same in every row) and the models
-    whose order with this one changes."""
-    return [f"{task}/{name}{end}" for task in board.length_control for name in ("length_controlled", "length_beta")
-            for end in _CI_ENDS] + [f"length_order_flips_{task}" for task in board.length_control]
+    whose order with this one changes; after them, per task, why the data do not identify beta (empty where
+    they do; where they do not, the figures before are empty: no number is a result)."""
+    return ([f"{task}/{name}{end}" for task in board.length_control for name in ("length_controlled", "length_beta")
+             for end in _CI_ENDS] + [f"length_order_flips_{task}" for task in board.length_control]
+            + [f"length_not_identified_{task}" for task in board.length_control])
 
 
 def _length_cells(board: Leaderboard, name: str) -> list[object]:
     cells: list[object] = []
     for control in board.length_control.values():
         for figure in (control.fit.scores.get(name), control.fit.beta):
-            cells += [_csv_value(None if figure is None else getattr(figure, part))
+            cells += [_csv_value(None if figure is None or not control.identified else getattr(figure, part))
                       for part in ("value", "ci_low", "ci_high")]
     for control in board.length_control.values():
         cells.append("; ".join(b if a == name else a for a, b in control.flips if name in (a, b)))
-    return cells
+    return cells + [control.fit.not_identified or "" for control in board.length_control.values()]
+
+
+def _outside_scale(board: Leaderboard, row: LeaderboardRow) -> list[str]:
+    """The CSV columns of `row` whose numbers lie outside their score's scale (the ⚠ of the pages)."""
+    named: list[str] = []
+    for column in board.columns:
+        outside = row.estimates[column.key].value_ci.outside(column.scale)
+        named += [column.key + _PART_SUFFIX[part] for part in outside]
+    for task, control in board.length_control.items():
+        figure = control.fit.scores.get(row.name)
+        if control.identified and figure is not None:
+            outside = figure.outside(board.task_rank_columns[task].scale)
+            named += [f"{task}/length_controlled{_PART_SUFFIX[part]}" for part in outside]
+    for task, panel in board.panels.items():
+        model = next((m for m in panel.models if m.name == row.name), None)
+        scale = board.task_rank_columns[task].scale
+        for member in panel.members if model is not None else ():
+            if ValueCI(model.standings[member].value).outside(scale):  # type: ignore[union-attr]
+                named.append(f"{task}/{member_metric(panel.metric, member)}")
+    return named
 
 
 def _blank_if_none(value: object) -> object:

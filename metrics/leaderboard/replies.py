@@ -11,19 +11,26 @@ items-only CI, and a warning says so). A metric its judge declares no field for 
 know) keeps an items-only CI too, with the same warning: nothing is guessed. A failed reply counts for
 nothing, as in the task's mean. Rates (failed, length-capped) are whole-item outcomes, not means of replies,
 and are never asked for.
+
+The same declaration gives each metric's scale: a metric backed by one of the judge's scores (a panel member's
+`metric@member` too) lies in the judge's declared `score_range` (G-VEval 0-100, AnyCap 0-4), which the
+leaderboard flags figures against (`capjudge.metrics.leaderboard.scale_flags`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from capjudge.judges.known_judges import reply_fields_of_run
-from capjudge.judges.record import ReplySample, replies_of
+from capjudge.judges.client.panel import MEMBER_SEPARATOR
+from capjudge.judges.descriptor import DescriptorError, JudgeDescriptor
+from capjudge.judges.known_judges import judge_descriptor
+from capjudge.judges.record import ReplySample, judge_of_run, replies_of
 from capjudge.metrics.files.run_file_error import RunFileError
 from capjudge.metrics.files.task_run import TaskRun, read_records
+from capjudge.metrics.statistics.value_ci import Scale
 
 _SAME = dict(rtol=1e-9, atol=1e-9)
 
@@ -36,6 +43,7 @@ class TaskReplies:
     replies_per_item: int  # k as logged (1: one reply per item, nothing to resample)
     matrices: Mapping[str, np.ndarray]
     unmatched: tuple[str, ...] = ()  # metrics asked for that no reply field backs (k > 1 only)
+    scales: Mapping[str, Scale] = field(default_factory=dict)  # metric -> its judge's declared score range
 
 
 def task_replies(task_run: TaskRun, metrics: Sequence[str]) -> TaskReplies:
@@ -46,11 +54,16 @@ def task_replies(task_run: TaskRun, metrics: Sequence[str]) -> TaskReplies:
     if task_run.item_keys is not None and len(records) != len(task_run.item_keys):
         raise RunFileError(f"{task_run.samples_path}: changed while being read ({len(records)} lines, "
                                f"{len(task_run.item_keys)} before)")
+    try:
+        descriptor = judge_descriptor(judge_of_run(records))
+    except DescriptorError as error:
+        raise RunFileError(f"{task_run.samples_path}: {error}") from error
+    scales = _scales(descriptor, metrics)
     replies = [replies_of(record) for record in records]
     k = max((len(r) for r in replies), default=0)
     if k < 2:
-        return TaskReplies(1, {})
-    declared = reply_fields_of_run(records)
+        return TaskReplies(1, {}, scales=scales)
+    declared = descriptor.reply_fields if descriptor is not None else None
     matrices: dict[str, np.ndarray] = {}
     unmatched = []
     for metric in metrics:
@@ -63,7 +76,17 @@ def task_replies(task_run: TaskRun, metrics: Sequence[str]) -> TaskReplies:
             unmatched.append(metric)
         else:
             matrices[metric] = matrix
-    return TaskReplies(k, matrices, tuple(unmatched))
+    return TaskReplies(k, matrices, tuple(unmatched), scales)
+
+
+def _scales(descriptor: JudgeDescriptor | None, metrics: Sequence[str]) -> dict[str, Scale]:
+    """metric -> the judge's declared score range, for the metrics one of its scores backs."""
+    if descriptor is None or descriptor.score_range is None:
+        return {}
+    fields = descriptor.reply_fields
+    scale = Scale(*descriptor.score_range)
+    return {metric: scale for metric in metrics
+            if fields.metrics.get(metric.split(MEMBER_SEPARATOR, 1)[0]) in fields.scores}
 
 
 def reply_matrix(replies: Sequence[Sequence[ReplySample | None]], k: int, field: str) -> np.ndarray:

@@ -14,6 +14,7 @@ from typing import Literal
 from capjudge.metrics.leaderboard.length_column import TaskLengthControl
 from capjudge.metrics.leaderboard.panel import TaskPanel
 from capjudge.metrics.leaderboard.stats import Comparison, Estimate, LeaderboardSettings
+from capjudge.metrics.statistics.value_ci import Scale
 
 
 @dataclass(frozen=True)
@@ -25,6 +26,9 @@ class MetricColumn:
     main: bool
     is_failure: bool
     label: str
+    # The range the column's judge declares its scores in (G-VEval 0-100, AnyCap 0-4); None: none declared
+    # (rates, descriptive values, corpus-level figures, a judge that declares none). Figures beyond it are flagged.
+    scale: Scale | None = None
 
     @property
     def key(self) -> str:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from capjudge.judges.jsonl import DuplicateKey, decode_json
 from capjudge.metrics.files.values import NotANumber, item_number
 from capjudge.metrics.sensitivity.perturbations import EVERY_DIMENSION, Direction
 
@@ -85,6 +86,8 @@ class FileShift:
     passed: bool | None
     n_candidates: int | None
     n_left_out: int | None
+    n_unchanged: int | None = None  # pairs whose variant changed nothing (None: a file from before they were counted)
+    not_measured: str | None = None  # why a row has no figures, as the file says
 
 
 @dataclass(frozen=True)
@@ -119,7 +122,10 @@ def read_sensitivity_file(path: Path) -> SensitivityFile:
     except UnicodeDecodeError as error:
         raise SensitivityFileError(f"{path}: not UTF-8 text ({error.reason} at byte {error.start})") from None
     try:
-        document = json.loads(text)
+        # A key twice (a second "items": [] after the real one) is refused: json.loads would keep the last copy.
+        document = decode_json(text, unique_keys=True)
+    except DuplicateKey as duplicate:
+        raise SensitivityFileError(f"{path}: {duplicate.describe('key')}") from None
     except json.JSONDecodeError as error:
         raise SensitivityFileError(f"{path}: not JSON ({error.msg} at line {error.lineno}, column {error.colno})") from None
     except RecursionError:
@@ -191,6 +197,13 @@ class _Where:
 
     def optional(self, fields: Mapping[str, Any], name: str, kind: type) -> Any:
         return None if fields.get(name) is None else self.field(fields, name, kind)
+
+    def count(self, fields: Mapping[str, Any], name: str) -> int | None:
+        """An optional count of pairs: an integer, 0 or more."""
+        value = self.optional(fields, name, int)
+        if value is not None and value < 0:
+            raise self.error(f"{name} is {value}, not a count (0 or more)")
+        return value
 
     def strings(self, values: list[Any], what: str) -> list[str]:
         for value in values:
@@ -282,7 +295,8 @@ def _shift(where: _Where, raw: Any, scorers: list[str], perturbations: list[str]
         (where.number(ci[0], "ci"), where.number(ci[1], "ci")),
         where.number(fields.get("share_wrong_way"), "share_wrong_way"),
         where.optional(fields, "verdict", str), where.optional(fields, "passed", bool),
-        where.optional(fields, "n_candidates", int), where.optional(fields, "n_left_out", int))
+        where.count(fields, "n_candidates"), where.count(fields, "n_left_out"), where.count(fields, "n_unchanged"),
+        where.optional(fields, "not_measured", str))
 
 
 def _kind(value: Any) -> str:

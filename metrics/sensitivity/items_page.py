@@ -17,6 +17,8 @@ from typing import Any
 
 from capjudge.metrics.item_report.page import fill_page, script_json
 from capjudge.metrics.sensitivity.items_file import FileCaption, FileItem, FileJudgment, SensitivityFile
+from capjudge.metrics.sensitivity.outputs import STAMP_KEY, run_stamp
+from capjudge.metrics.sensitivity.perturbations import changes_nothing
 from capjudge.metrics.sensitivity.shifts import moved_soundly, moved_wrong_way
 
 PAGE_SUFFIX = ".html"  # the page is the report file's name with this suffix: sensitivity_<task>.html
@@ -29,9 +31,23 @@ def page_title(report: SensitivityFile) -> str:
     return f"What fools the judge, item by item: {report.judge} on {report.task}"
 
 
+def file_stamp(report: SensitivityFile) -> str:
+    """The stamp of the run that wrote the file (`outputs.run_stamp`), which its page carries."""
+    return run_stamp(report.task, report.judge, report.command,
+                     [(item.item_id, item.original.text) for item in report.items])
+
+
+def unchanged_counts(report: SensitivityFile) -> dict[str, int]:
+    """Perturbation -> its variants that changed nothing (no test of the judge), read off the texts."""
+    return {p.name: sum(changes_nothing(item.original.text, item.variants[position].text) for item in report.items)
+            for position, p in enumerate(report.perturbations)}
+
+
 def page_data(report: SensitivityFile) -> dict[str, Any]:
-    """What the page's script draws: the run, the shift table, and per item every caption and judgment."""
+    """What the page's script draws: the run, the shift table, and per item every caption and judgment. The
+    run's stamp comes first: `outputs.page_found` reads it from the start of the data without parsing it all."""
     return {
+        STAMP_KEY: file_stamp(report),
         "file": report.path.name,
         "format_version": report.format_version,
         "task": report.task,
@@ -43,10 +59,12 @@ def page_data(report: SensitivityFile) -> dict[str, Any]:
         "scorers": list(report.scorers),
         "perturbations": [{"name": p.name, "describe": p.describe,
                            "expectations": [list(pair) for pair in p.expectations]} for p in report.perturbations],
+        "unchanged": unchanged_counts(report),
         "shifts": [{"scorer": s.scorer, "perturbation": s.perturbation, "dimension": s.dimension,
                     "expected": s.expected, "mean_shift": s.mean_shift, "ci": list(s.ci),
                     "share_wrong_way": s.share_wrong_way, "verdict": s.verdict, "passed": s.passed,
-                    "n_candidates": s.n_candidates, "n_left_out": s.n_left_out} for s in report.shifts],
+                    "n_candidates": s.n_candidates, "n_left_out": s.n_left_out, "n_unchanged": s.n_unchanged,
+                    "not_measured": s.not_measured} for s in report.shifts],
         "items": [_item(report, item) for item in report.items],
     }
 
@@ -102,6 +120,8 @@ def _item(report: SensitivityFile, item: FileItem) -> dict[str, Any]:
 
 def _caption(report: SensitivityFile, dimensions: list[str], caption: FileCaption, original: FileCaption | None,
              expected_of: Any) -> dict[str, Any]:
+    # A variant that reads as its original tests nothing: its cells show no shift, sound or wrong-way.
+    unchanged = original is not None and changes_nothing(original.text, caption.text)
     expected = {} if expected_of is None else {d: expected_of(d) for d in dimensions if expected_of(d) is not None}
     judgments = []
     for position, scorer in enumerate(report.scorers):
@@ -112,11 +132,11 @@ def _caption(report: SensitivityFile, dimensions: list[str], caption: FileCaptio
             # With several scorers the first is the panel's combined judgment, the rest its members'.
             "role": "judge" if len(report.scorers) == 1 else ("panel" if position == 0 else "member"),
             **_outcome(judgment),
-            "cells": [_cell(dimension, dict(judgment.scores), before, expected.get(dimension))
+            "cells": [_cell(dimension, dict(judgment.scores), None if unchanged else before, expected.get(dimension))
                       for dimension in dimensions],
         })
     return {"perturbation": caption.perturbation, "text": caption.text, "change": caption.change,
-            "judgments": judgments}
+            "unchanged": unchanged, "judgments": judgments}
 
 
 def _outcome(judgment: FileJudgment) -> dict[str, Any]:

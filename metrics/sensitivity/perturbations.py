@@ -181,23 +181,70 @@ def perturbation_named(name: str, registry: Iterable[Perturbation] = PERTURBATIO
 
 # A change summary names at most this many edited spans (a shuffle edits nearly everything).
 _MAX_SPANS_SHOWN = 3
+# ... and quotes at most this many words of each span: a runaway caption's change stays a line, not the caption.
+_MAX_WORDS_QUOTED = 40
+# The word-level diff (difflib) runs only on the part of the two texts between their common first and last
+# words, and only while that part's |before| x |after| is at most this: its time grows with that product, so a
+# 20,000-word caption replaced by another (mismatch) would take minutes. Past it the part is described as one
+# replacement. Every perturbation here edits one end or the whole text, so a real caption is never near it.
+MAX_DIFF_CELLS = 100_000
+UNCHANGED = "unchanged"
+
+
+def changes_nothing(original: str, text: str) -> bool:
+    """The variant reads as the original, word for word: it is no test of a judge (a one-word caption's
+    truncation or shuffle); whitespace aside, the judge would see the same caption."""
+    return original.split() == text.split()
+
+
+def _quoted(words: list[str]) -> str:
+    if len(words) <= _MAX_WORDS_QUOTED:
+        return repr(" ".join(words))
+    return f"{' '.join(words[:_MAX_WORDS_QUOTED]) + ' …'!r} ({len(words):,} words)"
+
+
+def _common_ends(before: list[str], after: list[str]) -> tuple[int, int]:
+    """(words the two share at the start, words they share at the end after those), in linear time."""
+    limit = min(len(before), len(after))
+    start = 0
+    while start < limit and before[start] == after[start]:
+        start += 1
+    end = 0
+    while end < limit - start and before[-1 - end] == after[-1 - end]:
+        end += 1
+    return start, end
+
+
+def _edits(before: list[str], after: list[str]) -> list[tuple[str, int, int, int, int]]:
+    """difflib's opcodes (tag, i1, i2, j1, j2) without the equal ones, in time linear in the words (plus at
+    most MAX_DIFF_CELLS for the part that differs)."""
+    start, end = _common_ends(before, after)
+    middle_before, middle_after = before[start:len(before) - end], after[start:len(after) - end]
+    if not middle_before or not middle_after:  # a pure insertion or deletion: nothing to align
+        tag = "insert" if middle_after else "delete"
+        return [(tag, start, start + len(middle_before), start, start + len(middle_after))]
+    if len(middle_before) * len(middle_after) > MAX_DIFF_CELLS:
+        return [("replace", start, start + len(middle_before), start, start + len(middle_after))]
+    matcher = difflib.SequenceMatcher(a=middle_before, b=middle_after, autojunk=False)
+    return [(tag, start + i1, start + i2, start + j1, start + j2)
+            for tag, i1, i2, j1, j2 in matcher.get_opcodes() if tag != "equal"]
 
 
 def describe_change(original: str, text: str) -> str:
     """What differs, in words: the spans inserted, deleted or replaced, or a reordering of the same words."""
     before, after = original.split(), text.split()
     if before == after:
-        return "unchanged"
+        return UNCHANGED
     if sorted(before) == sorted(after):
         return f"same {len(before)} words, reordered"
     spans = []
-    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(a=before, b=after, autojunk=False).get_opcodes():
+    for tag, i1, i2, j1, j2 in _edits(before, after):
         if tag == "insert":
-            spans.append(f"inserted {' '.join(after[j1:j2])!r} at word {i1}")
+            spans.append(f"inserted {_quoted(after[j1:j2])} at word {i1}")
         elif tag == "delete":
-            spans.append(f"deleted {' '.join(before[i1:i2])!r}")
-        elif tag == "replace":
-            spans.append(f"replaced {' '.join(before[i1:i2])!r} with {' '.join(after[j1:j2])!r}")
+            spans.append(f"deleted {_quoted(before[i1:i2])}")
+        else:
+            spans.append(f"replaced {_quoted(before[i1:i2])} with {_quoted(after[j1:j2])}")
     more = f"; and {len(spans) - _MAX_SPANS_SHOWN} more" if len(spans) > _MAX_SPANS_SHOWN else ""
     return f"{len(before)} -> {len(after)} words: " + "; ".join(spans[:_MAX_SPANS_SHOWN]) + more
 
@@ -206,6 +253,10 @@ def perturb(caption: str, context: PerturbationContext, perturbation: Perturbati
     if not caption.split():
         raise PerturbationError(f"item {context.item_id!r}: an empty caption cannot be perturbed")
     text = perturbation.apply(caption, context)
+    if changes_nothing(caption, text):
+        # The original itself, as the judge sees it: one judgment, asked once, and no pair of the shifts.
+        return PerturbedCaption(context.item_id, perturbation.name, caption, caption, UNCHANGED,
+                                perturbation.expectations)
     return PerturbedCaption(context.item_id, perturbation.name, caption, text, describe_change(caption, text),
                             perturbation.expectations)
 

@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import io
 
+from capjudge.metrics.sensitivity.outputs import PLOT_STAMP_KEY
 from capjudge.metrics.sensitivity.report import SensitivityReport
 
 _PASSED, _FAILED = "#2e86c1", "#c0392b"
 
 
-def render_shifts_png(report: SensitivityReport) -> bytes:
-    """Agg canvas: no display needed and no pyplot global state."""
+def render_shifts_png(report: SensitivityReport, stamp: str | None = None) -> bytes:
+    """Agg canvas: no display needed and no pyplot global state. `stamp` (the run's, `outputs.run_stamp`) goes
+    into a PNG text chunk, so a later run knows whose plot it would replace."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -44,5 +46,5 @@ def render_shifts_png(report: SensitivityReport) -> bytes:
     figure.suptitle(f"{report.task}: shifts with {report.confidence:.0%} clip-bootstrap CIs "
                     "(blue: passes, red: fooled)", fontsize=10, parse_math=False)
     buffer = io.BytesIO()
-    figure.savefig(buffer, format="png")
+    figure.savefig(buffer, format="png", metadata={PLOT_STAMP_KEY: stamp} if stamp else None)
     return buffer.getvalue()

@@ -4,8 +4,10 @@ reports (the judging itself: capjudge.tasks.sensitivity.judging).
 Per scorer (the one judge; with a panel the panel and each member), perturbation and score dimension with an
 expectation: the paired shift (`shifts.paired_shift`: mean perturbed - original with a clip-clustered
 percentile CI and a verdict), the share of candidates the judge moved the sound way, and the pairs left out
-because either side was not judged (an unjudged caption is never a score of 0). Every pair set of a report is
-resampled with the same seed, so when no judgment failed every row shares one set of clip draws.
+because either side was not judged (an unjudged caption is never a score of 0). A variant that changed
+nothing (a one-word caption's truncation or shuffle) is no test of the judge: its pair is left out and counted
+(`n_unchanged`), and a perturbation none of whose variants changed anything has no verdict. Every pair set of
+a report is resampled with the same seed, so when no judgment failed every row shares one set of clip draws.
 
 Per item: the original and each perturbed text exactly as the judge saw them, with what changed, and every
 scorer's judgment of each (its scores, or why it has none).
@@ -19,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from capjudge.metrics.sensitivity.perturbations import Perturbation
+from capjudge.metrics.sensitivity.perturbations import Perturbation, changes_nothing
 from capjudge.metrics.sensitivity.shifts import DEFAULT_RESAMPLES, ShiftResult, paired_shift
 
 # Directions a judge also satisfies by not moving ("not_up": staying put is sound); see shifts.py.
@@ -27,7 +29,11 @@ _LENIENT = frozenset({"not_up", "not_down"})
 _SIGN = {"down": -1, "not_up": -1, "up": 1, "not_down": 1}
 # Of the JSON file; a change of its fields is a new version. 2 added each judgment's reply text, failure
 # detail and (for a panel's judgment) which members it pooled; a reader takes both (metrics/sensitivity/items_file).
+# Since, optional fields a version-2 reader may ignore: per shift row `n_unchanged` and `not_measured` (why it
+# has no figures), and `unchanged` (per perturbation, the variants that changed nothing).
 FORMAT_VERSION = 2
+NO_CHANGED_VARIANT = "no variant changed its caption"
+NO_PAIR_JUDGED = "no pair judged on both sides"
 
 
 @dataclass(frozen=True)
@@ -67,9 +73,17 @@ class SensitivityRow:
     scorer: str
     perturbation: str
     dimension: str
-    shift: ShiftResult | None  # None: no pair had both sides judged
+    shift: ShiftResult | None  # None: no changed variant had both sides judged (see `not_measured`)
     share_sound: float | None  # candidates moved the sound way (strictly, for "down"/"up"; or kept, for "not_*")
-    n_left_out: int  # pairs with either side unjudged
+    n_left_out: int  # pairs with either side unjudged (of the variants that changed something)
+    n_unchanged: int = 0  # pairs whose variant changed nothing: no test of the judge, left out
+
+    @property
+    def not_measured(self) -> str | None:
+        """Why the row has no shift (None: it has one)."""
+        if self.shift is not None:
+            return None
+        return NO_PAIR_JUDGED if self.n_left_out else NO_CHANGED_VARIANT
 
 
 @dataclass(frozen=True)
@@ -96,6 +110,19 @@ class SensitivityReport:
     seed: int
     n_resamples: int
     confidence: float
+
+    def unchanged(self) -> dict[str, int]:
+        """Perturbation -> how many of its variants changed nothing (every perturbation, 0 included)."""
+        return {perturbation.name: sum(changes_nothing(item.original.text, item.variants[position].text)
+                                       for item in self.items)
+                for position, perturbation in enumerate(self.perturbations)}
+
+    def without_verdict(self, scorer: str) -> dict[str, str]:
+        """Perturbation -> why `scorer` has no verdict on it (no row of it measured)."""
+        rows = [row for row in self.rows if row.scorer == scorer]
+        return {name: next(row.not_measured for row in rows if row.perturbation == name)
+                for name in dict.fromkeys(row.perturbation for row in rows)
+                if all(row.shift is None for row in rows if row.perturbation == name)}
 
     def failed_perturbations(self, scorer: str) -> dict[str, list[str]]:
         """Perturbation -> the dimensions `scorer` failed (measured rows whose verdict is not sound)."""
@@ -143,21 +170,25 @@ def sensitivity_rows(
                 if expected is None:
                     continue
                 original, perturbed, clusters = [], [], []
+                unchanged = 0
                 for item in items:
+                    if changes_nothing(item.original.text, item.variants[position].text):
+                        unchanged += 1  # the same caption twice: a shift of 0 that tests nothing
+                        continue
                     before = item.original.judgments[scorer].scores.get(dimension)
                     after = item.variants[position].judgments[scorer].scores.get(dimension)
                     if before is not None and after is not None:
                         original.append(before)
                         perturbed.append(after)
                         clusters.append(item.cluster)
-                left_out = len(items) - len(original)
+                left_out = len(items) - unchanged - len(original)
                 if not original:
-                    rows.append(SensitivityRow(scorer, perturbation.name, dimension, None, None, left_out))
+                    rows.append(SensitivityRow(scorer, perturbation.name, dimension, None, None, left_out, unchanged))
                     continue
                 shift = paired_shift(original, perturbed, clusters, expected, perturbation=perturbation.name,
                                      dimension=dimension, n_resamples=n_resamples, seed=seed, confidence=confidence)
                 sound = share_sound(np.asarray(perturbed) - np.asarray(original), expected)
-                rows.append(SensitivityRow(scorer, perturbation.name, dimension, shift, sound, left_out))
+                rows.append(SensitivityRow(scorer, perturbation.name, dimension, shift, sound, left_out, unchanged))
     return tuple(rows)
 
 
@@ -173,10 +204,15 @@ def _number(value: float | None, digits: int = 2) -> str:
 def markdown(report: SensitivityReport, command: str = "") -> str:
     """The table `capjudge sensitivity` prints: per scorer, every measured row, then which perturbations fooled it."""
     counts = report.counts
+    planned = counts.items * (1 + counts.perturbations)
+    # A variant that reads as another caption of its item (the original, when it changed nothing) is one judgment.
+    repeated = ("" if planned == counts.judgments
+                else f" ({planned - counts.judgments} repeat another caption of their item: judged once)")
     lines = [
         f"# What fools the judge: {report.judge} on {report.task}",
         "",
-        f"{counts.items} items x (1 original + {counts.perturbations} perturbations) = {counts.judgments} judgments; "
+        f"{counts.items} items x (1 original + {counts.perturbations} perturbations) = {planned} captions"
+        f"{repeated}, {counts.judgments} judgments; "
         f"{counts.requests} requests sent, {counts.cache_hits} judgments from the cache, {counts.unjudged} unjudged.",
         f"Shift = perturbed - original score, mean over items; {report.confidence:.0%} CI: clip bootstrap, "
         f"{report.n_resamples} resamples, seed {report.seed}. Verdict from the CI: expected direction / no effect "
@@ -184,30 +220,45 @@ def markdown(report: SensitivityReport, command: str = "") -> str:
     ]
     if command:
         lines += ["", f"Command: `{command}`"]
+    unchanged = {name: n for name, n in report.unchanged().items() if n}
+    if unchanged:
+        lines += ["", f"Not tests of the judge: {sum(unchanged.values())} perturbed captions changed nothing ("
+                  + ", ".join(f"{name} {n}" for name, n in unchanged.items())
+                  + "; e.g. a one-word caption cut or shuffled): left out of the pairs, counted as unchanged."]
     for scorer in report.scorers:
         lines += ["", f"## {scorer}", "",
                   "| perturbation | dimension | expected | mean shift [CI] | moved the sound way | moved the wrong way "
-                  "| verdict | passes | pairs (left out) |",
+                  "| verdict | passes | pairs (left out unjudged; unchanged) |",
                   "|---|---|---|---|---|---|---|---|---|"]
         for row in report.rows:
             if row.scorer != scorer:
                 continue
             shift = row.shift
             if shift is None:
-                lines.append(f"| {row.perturbation} | {row.dimension} | | not measured: no pair judged on both sides "
-                             f"| | | | | 0 ({row.n_left_out}) |")
+                lines.append(f"| {row.perturbation} | {row.dimension} | | not measured: {row.not_measured} "
+                             f"| | | | | {_pairs(0, row)} |")
                 continue
             lines.append(
                 f"| {row.perturbation} | {row.dimension} | {shift.expected} | {_number(shift.mean_shift)} "
                 f"[{_number(shift.interval.low)}, {_number(shift.interval.high)}] | {row.share_sound:.0%} | "
                 f"{shift.share_wrong_way:.0%} | {shift.verdict} | {'yes' if shift.passed else 'NO'} | "
-                f"{shift.n_candidates} ({row.n_left_out}) |")
+                f"{_pairs(shift.n_candidates, row)} |")
         failed = report.failed_perturbations(scorer)
         measured = list(dict.fromkeys(row.perturbation for row in report.rows if row.scorer == scorer and row.shift))
         passed = [name for name in measured if name not in failed]
         lines += ["", f"Passes: {', '.join(passed) or 'none'}. Fooled by: "
                   + ("; ".join(f"{name} ({', '.join(dims)})" for name, dims in failed.items()) or "nothing") + "."]
+        without = report.without_verdict(scorer)
+        if without:
+            lines.append("No verdict (nothing measured): " + "; ".join(f"{name} ({why})" for name, why in without.items())
+                         + ".")
     return "\n".join(lines) + "\n"
+
+
+def _pairs(measured: int, row: SensitivityRow) -> str:
+    """The table's pairs cell: pairs measured (left out as unjudged[; unchanged, no test])."""
+    unchanged = f"; {row.n_unchanged} unchanged" if row.n_unchanged else ""
+    return f"{measured} ({row.n_left_out}{unchanged})"
 
 
 def _judged_json(judged: Judged) -> dict[str, Any]:
@@ -229,8 +280,10 @@ def _row_json(row: SensitivityRow) -> dict[str, Any]:
         "share_wrong_way": shift.share_wrong_way, "verdict": shift.verdict, "passed": shift.passed,
         "n_candidates": shift.n_candidates, "n_clusters": shift.n_clusters,
     }
+    why = {} if shift is not None else {"not_measured": row.not_measured}
     return {"scorer": row.scorer, "perturbation": row.perturbation, "dimension": row.dimension,
-            "measured": shift is not None, **measured, "n_left_out": row.n_left_out}
+            "measured": shift is not None, **measured, **why, "n_left_out": row.n_left_out,
+            "n_unchanged": row.n_unchanged}
 
 
 def summary_json(report: SensitivityReport, command: str = "") -> dict[str, Any]:
@@ -247,8 +300,10 @@ def summary_json(report: SensitivityReport, command: str = "") -> dict[str, Any]
         "counts": asdict(report.counts),
         "perturbations": [{"name": p.name, "describe": p.describe, "expectations": [list(e) for e in p.expectations]}
                           for p in report.perturbations],
+        "unchanged": report.unchanged(),
         "shifts": [_row_json(row) for row in report.rows],
         "fooled_by": {scorer: report.failed_perturbations(scorer) for scorer in report.scorers},
+        "no_verdict": {scorer: report.without_verdict(scorer) for scorer in report.scorers},
     }
 
 

@@ -20,6 +20,13 @@ resample's normal equations are the per-item cross products weighted by the item
 product per resample, exactly as if the resample had been materialised (a duplicated item is a new item
 with its own effect). A resample whose design is singular (no length variation within items beyond the
 models) or that draws none of a model's items is undefined, counted, and left out of the percentiles.
+
+When beta counts as identified (`IDENTIFICATION_RULE`, `LengthControlled.not_identified`): a regression with
+an effect per item and per model fits a few items exactly whatever the truth is, and its bootstrap then
+describes only the resamples that happen to identify beta (two items: about half of them, each giving the
+same beta, so a zero-width interval around a number far outside the score's range). So beta, and every
+length-controlled score, is a result only with at least `MIN_ITEMS_PER_MODEL` items for every model and at
+most `MAX_UNDEFINED_SHARE` of the resamples undefined; otherwise readers show no number and claim no order.
 """
 
 from __future__ import annotations
@@ -39,6 +46,13 @@ from capjudge.metrics.statistics.length_bias import (
 )
 from capjudge.metrics.statistics.value_ci import ValueCI
 
+MIN_ITEMS_PER_MODEL = 5
+MAX_UNDEFINED_SHARE = 0.10
+IDENTIFICATION_RULE = (
+    f"beta counts as identified when every model has at least {MIN_ITEMS_PER_MODEL} judged items with logged "
+    f"captions and at most {MAX_UNDEFINED_SHARE:.0%} of the bootstrap resamples leave it undefined"
+)
+
 
 @dataclass(frozen=True)
 class LengthControlled:
@@ -50,6 +64,22 @@ class LengthControlled:
     n_items: int
     n_observations: int
     n_undefined: int  # resamples whose beta was undefined
+    items_per_model: dict[str, int]  # model -> its items in the fit
+    n_resamples: int  # bootstrap resamples drawn (0: none, no interval)
+
+    @property
+    def not_identified(self) -> str | None:
+        """Why these data do not identify beta under `IDENTIFICATION_RULE` (None: they do)."""
+        few = {name: n for name, n in self.items_per_model.items() if n < MIN_ITEMS_PER_MODEL}
+        if few:
+            counts = ", ".join(f"{name}: {n}" for name, n in few.items())
+            return (f"too few items: fewer than {MIN_ITEMS_PER_MODEL} judged items with captions for "
+                    f"{len(few)} of {len(self.items_per_model)} models ({counts})")
+        if self.n_resamples and self.n_undefined > MAX_UNDEFINED_SHARE * self.n_resamples:
+            return (f"{self.n_undefined} of {self.n_resamples} bootstrap resamples "
+                    f"({self.n_undefined / self.n_resamples:.0%}, more than {MAX_UNDEFINED_SHARE:.0%}) leave "
+                    f"beta undefined: its interval would describe only the resamples that happen to identify it")
+        return None
 
 
 def length_controlled(
@@ -90,9 +120,10 @@ def length_controlled(
     offset = z - z_reference
     estimates = {str(names[m]): _lc(y[model_of == m], offset[model_of == m], beta) for m in range(names.size)}
     raw = {str(names[m]): float(y[model_of == m].mean()) for m in range(names.size)}
+    per_model = {str(names[m]): int((model_of == m).sum()) for m in range(names.size)}
     if n_resamples < 2:
         return LengthControlled(ValueCI(beta), {n: ValueCI(v) for n, v in estimates.items()}, raw,
-                                clusters.n, int(y.size), 0)
+                                clusters.n, int(y.size), 0, per_model, 0)
     counts = clusters.resample_counts(n_resamples, seed)  # (B, items)
     beta_draws = _beta_draws(counts, per_item_xx, per_item_xy)
     scores_ci = {}
@@ -105,7 +136,7 @@ def length_controlled(
         name = str(names[m])
         scores_ci[name] = _with_interval(estimates[name], np.where(n_drawn > 0, draws, np.nan), confidence)
     return LengthControlled(_with_interval(beta, beta_draws, confidence), scores_ci, raw, clusters.n, int(y.size),
-                            int((~np.isfinite(beta_draws)).sum()))
+                            int((~np.isfinite(beta_draws)).sum()), per_model, int(n_resamples))
 
 
 def _lc(y: np.ndarray, offset: np.ndarray, beta: float) -> float:

@@ -5,7 +5,13 @@
 
 const REPORT = JSON.parse(document.getElementById("report-data").textContent);
 
-const DIRECTION_WORDS = { down: "should drop", not_up: "should not rise", up: "should rise", not_down: "should not drop" };
+// Maps, not plain objects: a name from the file ("constructor", "__proto__") must never find an Object method.
+const DIRECTION_WORDS = new Map([["down", "should drop"], ["not_up", "should not rise"], ["up", "should rise"],
+  ["not_down", "should not drop"]]);
+
+function directionWords(direction) {
+  return DIRECTION_WORDS.get(direction) || direction;
+}
 
 function signed(value) {
   if (value === null || value === undefined) return "—";
@@ -13,8 +19,8 @@ function signed(value) {
 }
 
 function expectationText(pairs) {
-  const named = pairs.filter(([d]) => d !== "*").map(([d, dir]) => `${d} ${DIRECTION_WORDS[dir]}`);
-  const rest = pairs.filter(([d]) => d === "*").map(([, dir]) => `${named.length ? "every other score" : "every score"} ${DIRECTION_WORDS[dir]}`);
+  const named = pairs.filter(([d]) => d !== "*").map(([d, dir]) => `${d} ${directionWords(dir)}`);
+  const rest = pairs.filter(([d]) => d === "*").map(([, dir]) => `${named.length ? "every other score" : "every score"} ${directionWords(dir)}`);
   return [...named, ...rest].join("; ");
 }
 
@@ -38,13 +44,20 @@ function summary() {
       el("tbody", {}, rows.map((s) => el("tr", { class: s.passed === false ? "failed" : "",
         "data-perturbation": s.perturbation, "data-dimension": s.dimension },
         el("td", { text: s.perturbation }), el("td", { text: s.dimension }),
-        el("td", { text: s.expected ? DIRECTION_WORDS[s.expected] || s.expected : "not measured" }),
+        el("td", { text: s.expected ? directionWords(s.expected) : (s.not_measured ? `not measured: ${s.not_measured}` : "not measured") }),
         el("td", { class: "num", text: signed(s.mean_shift) }),
         el("td", { class: "num", text: s.ci[0] === null ? "—" : `[${signed(s.ci[0])}, ${signed(s.ci[1])}]` }),
         el("td", { class: "num", text: s.share_wrong_way === null ? "—" : `${Math.round(100 * s.share_wrong_way)}%` }),
         el("td", { text: s.verdict || "—" }),
         el("td", { text: s.passed === null ? "—" : (s.passed ? "yes" : "NO") }),
-        el("td", { class: "num", text: `${number(s.n_candidates)} (${number(s.n_left_out)} left out)` }))))));
+        el("td", { class: "num", text: `${number(s.n_candidates)} (${number(s.n_left_out)} left out` +
+          (s.n_unchanged ? `, ${number(s.n_unchanged)} unchanged)` : ")") }))))));
+  }
+  const unchanged = Object.entries(REPORT.unchanged).filter(([, n]) => n > 0);
+  if (unchanged.length) {
+    const total = unchanged.reduce((sum, [, n]) => sum + n, 0);
+    node.append(el("p", { class: "note unchanged-note", text: `${total} perturbed captions changed nothing (` +
+      unchanged.map(([name, n]) => `${name} ${n}`).join(", ") + "): not tests of the judge, left out of the shifts." }));
   }
   const legend = $("legend");
   legend.append(el("h2", { text: "The perturbations" }), el("dl", { class: "facts" }, REPORT.perturbations.map((p) => [
@@ -67,7 +80,7 @@ function outcomeCell(judgment) {
   return cell;
 }
 
-function scoreCell(judgment, cell, perturbed) {
+function scoreCell(judgment, cell, perturbed, unchanged) {
   const classes = ["score"];
   if (cell.wrong_way) classes.push("wrong-way");
   else if (cell.sound) classes.push("sound");
@@ -76,9 +89,9 @@ function scoreCell(judgment, cell, perturbed) {
     "data-value": cell.value === null ? "" : String(cell.value), "data-wrong-way": String(cell.wrong_way) },
     el("span", { class: "value", text: cell.value !== null ? number(cell.value) : (judgment.failure ? "not judged" : "—") }));
   if (perturbed) {
-    const expected = cell.expected ? ` (${DIRECTION_WORDS[cell.expected]})` : "";
+    const expected = cell.expected ? ` (${directionWords(cell.expected)})` : "";
     td.append(el("span", { class: "shift", "data-shift": cell.shift === null ? "" : String(cell.shift),
-      text: cell.shift === null ? "shift not measured" : `shift ${signed(cell.shift)}${expected}` }));
+      text: unchanged ? "unchanged: no test" : cell.shift === null ? "shift not measured" : `shift ${signed(cell.shift)}${expected}` }));
     if (cell.wrong_way) td.append(el("span", { class: "mark", text: "✗ wrong way" }));
   }
   return td;
@@ -92,27 +105,30 @@ function replyCell(judgment) {
   return el("td", { class: "reply" }, el("details", {}, el("summary", { text: excerpt }), el("pre", { text: judgment.reply })));
 }
 
-const PERTURBATION = Object.fromEntries(REPORT.perturbations.map((p) => [p.name, p]));
+const PERTURBATION = new Map(REPORT.perturbations.map((p) => [p.name, p]));
 
 function captionCell(caption, rows) {
   const label = caption.perturbation === null ? "original" : caption.perturbation;
-  const expected = caption.perturbation === null ? "" : expectationText(PERTURBATION[caption.perturbation].expectations);
+  const expected = caption.perturbation === null ? "" : expectationText(PERTURBATION.get(caption.perturbation).expectations);
   return el("td", { class: "caption-cell", rowspan: String(rows) }, el("strong", { class: "label", text: label }),
     el("div", { class: "caption-text", text: caption.text }),
-    caption.change ? el("div", { class: "change", text: caption.change }) : null,
-    caption.perturbation !== null ? el("div", { class: "expected-line",
-      text: expected ? `a sound judge: ${expected}` : "no expectation for these scores" }) : null);
+    caption.change && !caption.unchanged ? el("div", { class: "change", text: caption.change }) : null,
+    caption.unchanged ? el("div", { class: "expected-line unchanged",
+      text: "changed nothing: the original again, no test of the judge (left out of the shifts)" })
+      : caption.perturbation !== null ? el("div", { class: "expected-line",
+        text: expected ? `a sound judge: ${expected}` : "no expectation for these scores" }) : null);
 }
 
 function captionRows(item, caption, scorers) {
   const judgments = caption.judgments.filter((j) => scorers.includes(j.scorer));
   const perturbed = caption.perturbation !== null;
-  return el("tbody", { class: perturbed ? "variant" : "original", "data-perturbation": caption.perturbation || "" },
+  return el("tbody", { class: perturbed ? "variant" : "original", "data-perturbation": caption.perturbation || "",
+    "data-unchanged": String(Boolean(caption.unchanged)) },
     judgments.map((judgment, i) => el("tr", { class: `scorer-${judgment.role}`, "data-scorer": judgment.scorer },
       i === 0 ? captionCell(caption, judgments.length) : null,
       el("td", { class: "scorer", text: judgment.role === "panel" ? `${judgment.scorer} (combined)` : judgment.scorer }),
       outcomeCell(judgment),
-      judgment.cells.map((cell) => scoreCell(judgment, cell, perturbed)),
+      judgment.cells.map((cell) => scoreCell(judgment, cell, perturbed, caption.unchanged)),
       replyCell(judgment))));
 }
 

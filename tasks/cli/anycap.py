@@ -16,11 +16,11 @@ import argparse
 import contextlib
 import json
 import sys
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, Callable, Iterator
 
 from capjudge.judges.anycap.judge import DESCRIPTOR
 from capjudge.judges.types import BAD_INPUT
+from capjudge.metrics.files.outputs import folder_argument
 from capjudge.tasks.cli.bounds import MAX_REPLY_TOKENS, count_argument
 
 if TYPE_CHECKING:
@@ -51,7 +51,7 @@ def register(groups: "CommandGroups") -> None:
     render.add_argument("--temperature", type=float, default=0.7)
     count_argument(render, "--max-tokens", low=1, high=MAX_REPLY_TOKENS, default=4096,
                    help="the request's max_tokens (default 4096)")
-    render.add_argument("--out", required=True, type=Path, help="directory for request.json")
+    render.add_argument("--out", required=True, type=folder_argument, help="directory for request.json")
     render.set_defaults(func=run_render)
 
     parse = groups.parse.add_parser("anycap", help="AnyCapEval reply -> {score, reason} or {error}")

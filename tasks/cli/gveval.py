@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from capjudge.judges.gveval.judge import DESCRIPTOR, MODES
+from capjudge.metrics.files.outputs import folder_argument
 
 
 def register(groups: Any) -> None:
@@ -31,7 +32,7 @@ def register(groups: Any) -> None:
     render.add_argument("--reference", action="append", default=[], help="a reference caption (repeatable)")
     render.add_argument("--mode", choices=MODES, default="frames", help="evidence given to the judge")
     render.add_argument("--model", help=f"model name (default: $MODEL_VERSION, else the published {DESCRIPTOR.published_model})")
-    render.add_argument("--out", required=True, type=Path, help="directory for request.json and frames.png")
+    render.add_argument("--out", required=True, type=folder_argument, help="directory for request.json and frames.png")
     render.set_defaults(func=_render)
 
     parse = groups.parse.add_parser("gveval", help="G-VEval ACCR reply -> four scores and their mean (JSON)")

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from capjudge.metrics.files.outputs import folder_argument
 from capjudge.tasks import TASKS_DIR
 from capjudge.tasks.cli.bounds import MAX_BATCH_BYTES, MAX_BATCH_REQUESTS, MAX_PROCESSES, count_argument
 
@@ -44,7 +45,7 @@ def register(groups: Any) -> None:
     parser.add_argument("--captions", type=Path, help="instead of RUN: a captions JSONL/JSON keyed by item id")
     parser.add_argument("--model-name", help="the output run's name (default: the run's, or the captions file stem)")
     parser.add_argument("--task", required=True, help="the capjudge task to judge with (e.g. gveval, anycap_style)")
-    parser.add_argument("--out", type=Path, required=True, help="output folder (a subfolder per model is made)")
+    parser.add_argument("--out", type=folder_argument, required=True, help="output folder (a subfolder per model is made)")
     parser.add_argument("--include-path", type=Path, default=TASKS_DIR, help="task folders (default: capjudge's)")
     count_argument(parser, "--processes", low=1, high=MAX_PROCESSES, default=None,
                    help="judging processes on this machine (default: one per 32 requests in flight "

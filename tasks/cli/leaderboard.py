@@ -6,6 +6,7 @@ import argparse
 import sys
 from typing import Any
 
+from capjudge.metrics.files.outputs import folder_argument
 from capjudge.tasks.cli.bounds import MAX_PERMUTATIONS, MAX_RESAMPLES, MAX_SEED, count_argument
 
 
@@ -23,7 +24,7 @@ def register(groups: Any) -> None:
         "runs", nargs="+", metavar="RUN",
         help="an lmms-eval --output_path folder, a model subfolder, or a *_results.json; NAME=PATH labels the row",
     )
-    parser.add_argument("--out", default="results/leaderboard", help="output folder (default: results/leaderboard)")
+    parser.add_argument("--out", type=folder_argument, default="results/leaderboard", help="output folder (default: results/leaderboard)")
     parser.add_argument("--rank-by", help="metric (or task/metric) to rank by; default: the first task's main score")
     count_argument(parser, "--resamples", low=0, high=MAX_RESAMPLES, default=2000,
                    help="bootstrap resamples for CIs (default 2000)")
@@ -41,7 +42,7 @@ def register(groups: Any) -> None:
         "--report-url", metavar="TEMPLATE",
         help="link each row of the HTML to the model's items in `capjudge report`'s page, e.g. "
              "'report/report.html#task={task}&model={model}' ({task} and {model} are filled in, URL-quoted); "
-             "default: no links",
+             "default: OUT/report/report.html when one is there (as `capjudge demo` lays them out), else no links",
     )
     parser.set_defaults(func=run)
 
@@ -63,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
         )
         runs, notes = read_runs(args.runs)
         board = build_leaderboard(runs, settings, rank_by=args.rank_by, warnings=notes,
-                                  report_url=_report_url(args.report_url) if args.report_url else None)
+                                  report_url=_rows_link(args.report_url, Path(args.out)))
     except (RunFileError, OutputError, ValueError) as error:
         print(f"capjudge leaderboard: {error}", file=sys.stderr)
         return 2
@@ -74,6 +75,21 @@ def run(args: argparse.Namespace) -> int:
     written = ", ".join(str(path) for path in (files.markdown, files.csv, files.html, files.png, *files.length_plots))
     print(f"{len(board.rows)} models ({ranked}); wrote {written}")
     return 0
+
+
+def _rows_link(template: str | None, out: "Path"):
+    """Where each row links: --report-url, or else the item report beside the leaderboard (OUT/report/report.html,
+    the layout `capjudge demo` writes and the README's loop makes), said on one line; else no links."""
+    from capjudge.metrics.item_report.report import PAGE_NAME, items_link
+
+    if template is not None:
+        return _report_url(template)
+    beside = out / "report" / PAGE_NAME
+    if not beside.is_file():
+        return None
+    print(f"capjudge leaderboard: rows link to the item report beside the leaderboard, {beside} "
+          "(--report-url TEMPLATE for another)", file=sys.stderr)
+    return lambda task, model: f"report/{items_link(task, model)}"
 
 
 def _report_url(template: str):

@@ -12,7 +12,9 @@ it beside its JSON too): DIR/sensitivity_TASK.html, each perturbed caption besid
 judgment, shift and wrong-way move.
 Exit codes: 0 written, 1 the runs cannot make a report (the message names the run, the file and the item),
 2 wrong arguments (an --out that is a file or cannot be written is found before any run is read) or a
---sensitivity file that is not a sensitivity report (the message names the file and the problem).
+--sensitivity file that is not a sensitivity report (the message names the file and the problem), or whose
+page name is taken (by a folder, another command's page, or the page of another run's report: a sensitivity
+page is replaced only by the page of the same run).
 """
 
 from __future__ import annotations
@@ -22,7 +24,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from capjudge.metrics.files.outputs import folder_argument
+
 EXIT_OK, EXIT_DATA_ERROR, EXIT_USAGE = 0, 1, 2
+# Pages other commands write into folders a sensitivity page may share: the item report's (`capjudge report
+# RUN`) and the leaderboard's. A sensitivity file named after one would take, or later lose, its name.
+OTHER_COMMANDS_PAGES = {"report.html": "an item report's page", "leaderboard.html": "a leaderboard's page"}
 
 
 def register(groups: Any) -> None:
@@ -31,7 +38,8 @@ def register(groups: Any) -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("runs", nargs="*", metavar="RUN", help="lmms-eval output folder or results JSON (NAME=RUN to name it)")
-    parser.add_argument("--out", type=Path, required=True, metavar="DIR", help="folder for report.html and frames/")
+    parser.add_argument("--out", type=folder_argument, required=True, metavar="DIR",
+                        help="folder for report.html and frames/")
     parser.add_argument("--videos", type=Path, metavar="FOLDER",
                         help="where to look for a clip (by file name) that is no longer at its logged path")
     parser.add_argument("--sensitivity", type=Path, metavar="FILE",
@@ -72,7 +80,8 @@ def handle_report(args: argparse.Namespace) -> int:
 def _sensitivity_page(args: argparse.Namespace) -> int:
     from capjudge.metrics.files.outputs import OutputError, writable_folder
     from capjudge.metrics.sensitivity.items_file import SensitivityFileError, read_sensitivity_file
-    from capjudge.metrics.sensitivity.items_page import page_path, write_sensitivity_page
+    from capjudge.metrics.sensitivity.items_page import file_stamp, page_path, write_sensitivity_page
+    from capjudge.metrics.sensitivity.outputs import check_outputs, page_found
 
     problem = ("give RUN [RUN ...] or --sensitivity FILE" if args.sensitivity is None and not args.runs else
                "give RUN [RUN ...] or --sensitivity FILE, not both" if args.runs else
@@ -91,9 +100,14 @@ def _sensitivity_page(args: argparse.Namespace) -> int:
         print(f"capjudge report: --sensitivity {args.sensitivity}: the page would replace the file itself "
               "(name it .json, or give another --out)", file=sys.stderr)
         return EXIT_USAGE
-    if target.name == "report.html":  # an item report's page: a folder of both must keep both
-        print(f"capjudge report: --sensitivity {args.sensitivity}: the page would be {target}, the name of an item "
-              "report's page (rename the file, or give another --out)", file=sys.stderr)
+    if target.name in OTHER_COMMANDS_PAGES:  # a folder of both must keep both
+        print(f"capjudge report: --sensitivity {args.sensitivity}: the page would be {target}, the name of "
+              f"{OTHER_COMMANDS_PAGES[target.name]} (rename the file, or give another --out)", file=sys.stderr)
+        return EXIT_USAGE
+    try:  # a folder there, or a page this file's run did not write: refused, never replaced
+        check_outputs([(target, page_found)], file_stamp(report))
+    except OutputError as error:
+        print(f"capjudge report: {error}", file=sys.stderr)
         return EXIT_USAGE
     page = write_sensitivity_page(report, target)
     print(f"wrote {page.path}: {page.items} items x (1 original + {len(report.perturbations)} perturbations), "

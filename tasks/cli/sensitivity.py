@@ -12,8 +12,10 @@ Writes OUT/sensitivity_<task>.json (every text the judge saw, both judgments per
 shift), OUT/sensitivity_<task>.png (the shifts with their CIs) and OUT/sensitivity_<task>.html (per item, the
 original and each perturbed caption side by side with every judgment and shift, wrong-way moves marked; read
 back from the JSON, as `capjudge report --sensitivity FILE` renders it); prints the table (or `--format json`:
-the same without the items). Exit status: 2 bad input, 3 above CAPJUDGE_MAX_FAILURE_RATE unjudged (the
-files are written first).
+the same without the items). The three names are checked before the first judgment (a folder, a link, or
+a file another command or run wrote is refused: `capjudge.metrics.sensitivity.outputs`); a rerun of the same
+command replaces its own. Exit status: 2 bad input, 3 above CAPJUDGE_MAX_FAILURE_RATE unjudged (the files are
+written first).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from capjudge.metrics.files.outputs import folder_argument
 from capjudge.tasks import TASKS_DIR
 from capjudge.tasks.cli.bounds import MAX_ITEMS, MAX_RESAMPLES, MAX_SEED, count_argument
 from capjudge.tasks.judging.estimate import DEFAULT_OUTPUT_TOKENS
@@ -45,7 +48,8 @@ def register(groups: Any) -> None:
     parser.add_argument("--candidates", action="store_true",
                         help="instead of RUN: the task's own rated candidates (MSVD-Eval, VATEX-EVAL)")
     parser.add_argument("--task", required=True, help="the capjudge task whose items and judge to use")
-    parser.add_argument("--out", type=Path, help="output folder for sensitivity_<task>.json (not needed with --dry-run)")
+    parser.add_argument("--out", type=folder_argument,
+                        help="output folder for sensitivity_<task>.json (not needed with --dry-run)")
     parser.add_argument("--perturbation", action="append", metavar="NAME",
                         help="a perturbation to apply (repeatable; default: every one)")
     count_argument(parser, "--limit", low=1, high=MAX_ITEMS, help="only the first N items, in the task's order")
@@ -145,21 +149,28 @@ def _dry_run(args: argparse.Namespace, perturbations: list[Any], prices: tuple[f
 
 def _judge(args: argparse.Namespace, perturbations: list[Any], out: Path) -> int:
     from capjudge.judges.atomic_files import write_replacing
+    from capjudge.metrics.sensitivity.items_page import page_path
+    from capjudge.metrics.sensitivity.outputs import check_outputs, page_found, plot_found, report_found, run_stamp
     from capjudge.metrics.sensitivity.plot import render_shifts_png
     from capjudge.metrics.sensitivity.report import markdown, sensitivity_json, summary_json
     from capjudge.tasks.judged.run_outcome import EXIT_STATUS, failure_rate_problem
     from capjudge.tasks.judging.stage import load_judged_task
-    from capjudge.tasks.sensitivity.judging import judge_planned, unjudged_share
+    from capjudge.tasks.sensitivity.judging import judge_label, judge_planned, unjudged_share
 
     task = load_judged_task(args.task, args.include_path)
     planned = _planned(args, task, perturbations)
-    report = judge_planned(task, planned, perturbations, n_resamples=args.resamples, seed=args.seed)
     command = command_line(args)
     path = out / REPORT_NAME.format(task=args.task)
+    plot = path.with_suffix(".png")
+    # Every file this run writes, checked before a judgment is asked: a folder, a link or another run's file
+    # under one of the names is one line now, not a traceback (or a silent replacement) after the judging.
+    stamp = run_stamp(task.config.task, judge_label(task.identity()), command,
+                      [(item.item_id, item.original) for item in planned])
+    check_outputs([(path, report_found), (plot, plot_found), (page_path(path), page_found)], stamp)
+    report = judge_planned(task, planned, perturbations, n_resamples=args.resamples, seed=args.seed)
     document = {**sensitivity_json(report, command), "judge_identity": dict(task.identity())}
     write_replacing(path, json.dumps(document, indent=2, ensure_ascii=False, default=str) + "\n")
-    plot = path.with_suffix(".png")
-    write_replacing(plot, render_shifts_png(report))
+    write_replacing(plot, render_shifts_png(report, stamp))
     page = _write_page(path)
     page_line = f"\nPer item, each perturbed caption beside its original: {page}" if page else ""
     if args.format == "json":

@@ -7,6 +7,7 @@ the child) plus --log.
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -37,6 +38,11 @@ def run_supervised(args: argparse.Namespace) -> int:
     from capjudge.judges.local.launcher import LocalJudgeServer
     from capjudge.judges.local.options import LocalServerError
 
+    # SIGTERM (a service manager, `kill`, a test harness) or SIGHUP (the terminal closed) would otherwise end
+    # Python without running `finally`: the server child is orphaned and its capjudge-local-judge-* folder
+    # stays in the temporary directory. Both become the same clean stop as Ctrl-C.
+    for stop_signal in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(stop_signal, _stop_requested)
     try:
         # Inside the try: the constructor checks the flags (--n-ctx, --port, --model ...), one line each.
         server = LocalJudgeServer(
@@ -47,6 +53,8 @@ def run_supervised(args: argparse.Namespace) -> int:
     except LocalServerError as error:
         print(f"capjudge serve-local: {error}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        return 0  # stopped while starting: start() has already stopped the child and removed its folder
     try:
         if not args.quiet:
             print(server.notice(), flush=True)
@@ -58,3 +66,7 @@ def run_supervised(args: argparse.Namespace) -> int:
         return 0
     finally:
         server.stop()
+
+
+def _stop_requested(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(signal.Signals(signum).name)

@@ -8,7 +8,10 @@ here, e.g.::
         higher_is_better: true
 
 Means (`mean_of_judged`, `mean_of_type_means`) are over judged items only: an unjudged item (None) is
-excluded, never counted as 0, and with no judged item the mean is NaN, with a warning. Counts:
+excluded, never counted as 0, and with no judged item the mean is NaN, with a warning that names the task and
+the metric (lmms-eval hands an aggregation its values only, so `named_means` binds each mean to its name: a
+task's `aggregation()` returns the bound ones) and, for a metric only some items have (AnyCap's per-type
+means), which items those are. Counts:
 `count_failed` (unjudged items; it also decides whether the run may end as a success, see run_outcome) and
 `count_judged` (the `judged` metric, whose per-item value is the logged record).
 
@@ -27,6 +30,7 @@ import logging
 import math
 import statistics
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from capjudge.metrics.statistics.correlation import BootstrapSettings, Coefficient, CorrelationResult, correlate
@@ -39,24 +43,60 @@ logger = logging.getLogger(__name__)
 # Means and counts
 
 
-def mean_of_judged(items: Sequence[float | None]) -> float:
+@dataclass(frozen=True)
+class MeanName:
+    """Which mean this is, for its warning: the task, the metric, and the items the metric covers when only
+    some have it (e.g. "poem items only"; '' when every judged item has it)."""
+
+    task: str
+    metric: str
+    covers: str = ""
+
+    def no_value(self, n_items: int) -> str:
+        covers = f" ({self.covers})" if self.covers else ""
+        return f"{self.task}: {self.metric} has no judged item among {n_items}{covers}: its mean is undefined (NaN)"
+
+
+def mean_of_judged(items: Sequence[float | None], name: MeanName | None = None) -> float:
     """Mean over the items that have a value; unjudged items (None) are excluded, never counted as 0.
-    With no judged item at all the mean is undefined: NaN, and a warning says why."""
+    With no judged item at all the mean is undefined: NaN, and a warning says why (naming the metric when
+    `name` is given, as `named_means` does)."""
     values = [float(value) for value in items if value is not None]
     if not values:
-        logger.warning("no judged item among %d: the mean is undefined (NaN)", len(items))
+        logger.warning("%s", name.no_value(len(items)) if name is not None
+                       else f"no judged item among {len(items)}: the mean is undefined (NaN)")
         return math.nan
     return statistics.fmean(values)
 
 
-def mean_of_type_means(items: Sequence[Mapping[str, Any] | None]) -> float:
+def mean_of_type_means(items: Sequence[Mapping[str, Any] | None], name: MeanName | None = None) -> float:
     """AnyCapEval's published "Avg": the mean of each caption type's mean score, over judged items, types
     with no judged item left out. NaN (with a warning) when nothing was judged."""
     by_type: dict[str, list[float]] = {}
     for item in items:
         if item is not None:
             by_type.setdefault(str(item["caption_type"]), []).append(float(item["score"]))
-    return mean_of_judged([sum(scores) / len(scores) for scores in by_type.values()] if by_type else [None] * len(items))
+    if not by_type:
+        return mean_of_judged([None] * len(items), name)
+    return statistics.fmean(sum(scores) / len(scores) for scores in by_type.values())
+
+
+def named_means(task: str, aggregations: Mapping[str, Any], covers: Callable[[str], str] = lambda metric: "") -> dict[str, Any]:
+    """`aggregations` with each mean bound to its metric's name (`covers(metric)`: the items it covers, when
+    only some), so that a mean left undefined says which task and metric it is. Other aggregations as given."""
+    named = dict(aggregations)
+    for metric, aggregate in aggregations.items():
+        if aggregate is mean_of_judged or aggregate is mean_of_type_means:
+            named[metric] = _bound(aggregate, MeanName(task, metric, covers(metric)))
+    return named
+
+
+def _bound(aggregate: Callable[..., float], name: MeanName) -> Callable[[Sequence[Any]], float]:
+    def mean(items: Sequence[Any]) -> float:
+        return aggregate(items, name)
+
+    mean.__name__ = f"{aggregate.__name__}[{name.metric}]"
+    return mean
 
 
 def count_failed(items: Sequence[int | bool]) -> int:

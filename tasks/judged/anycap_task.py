@@ -32,6 +32,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
+from capjudge.judges.client.panel import MEMBER_SEPARATOR
 from capjudge.judges.descriptor import JudgeDescriptor
 from capjudge.judges.anycap.judge import (
     local_reply_constraint,
@@ -44,7 +45,7 @@ from capjudge.judges.anycap.judge import (
 )
 from capjudge.judges.anycap.length_rule import DEFAULT_TOLERANCE_PERCENT, check_length_tolerance, parse_tolerance
 from capjudge.judges.datasets.anycap_video import CAPTION_TYPES
-from capjudge.judges.types import ParseFailure
+from capjudge.judges.types import JudgeCaller, ParseFailure
 from capjudge.tasks.judged.settings import MAX_TRIES_LIMIT, constrained_output_enabled, parse_bool, parse_count, setting
 from capjudge.tasks.judged.judged_task import DEFAULT_MAX_CAPTION_CHARS, VIDEO_MISSING, JudgedTask, JudgeSettings
 from capjudge.tasks.judged.judged_task import resolve_max_caption_chars, resolve_samples
@@ -122,7 +123,7 @@ class AnyCapTask(JudgedTask):
     settings_type = AnyCapSettings
 
     @classmethod
-    def run_judge(cls, doc: Mapping[str, Any], caption: str, settings: AnyCapSettings, client: Any, video: Any) -> AnyCapResult:
+    def run_judge(cls, doc: Mapping[str, Any], caption: str, settings: AnyCapSettings, client: JudgeCaller, video: Any) -> AnyCapResult:
         judge = AnyCapJudge(client, tolerance=settings.tolerance, instruction_rule=settings.instruction_rule, max_tries=settings.max_tries)
         return judge.judge(
             doc["caption_type"],
@@ -154,6 +155,12 @@ class AnyCapTask(JudgedTask):
             capped_by=next((r.capped_by for r in judged if r.capped_by is not None), None),
             reason=None,
         )
+
+    @classmethod
+    def metric_covers(cls, metric: str) -> str:
+        """A per-type mean (a panel member's too) covers its type's items only."""
+        caption_type = metric.split(MEMBER_SEPARATOR, 1)[0].removeprefix(f"{METRIC_PREFIX}_")
+        return f"it counts {caption_type} items only" if caption_type in CAPTION_TYPES else ""
 
     @classmethod
     def metric_values(cls, doc: Mapping[str, Any], result: AnyCapResult) -> dict[str, Any]:

@@ -41,7 +41,7 @@ from capjudge.judges.gveval.judge import (
     GVEvalJudge,
     GVEvalResult,
 )
-from capjudge.judges.types import ParseFailure
+from capjudge.judges.types import JudgeCaller, ParseFailure
 from capjudge.tasks.judged.settings import MAX_TRIES_LIMIT, constrained_output_enabled, parse_choice, parse_count, setting
 from capjudge.judges.gveval.parser import SCORE_NAMES
 from capjudge.tasks.judged.judged_task import DEFAULT_MAX_CAPTION_CHARS, VIDEO_MISSING, JudgedTask, JudgeSettings
@@ -145,7 +145,7 @@ class GVEvalTask(JudgedTask):
     settings_type = GVEvalSettings
 
     @classmethod
-    def run_judge(cls, doc: Mapping[str, Any], caption: str, settings: GVEvalSettings, client: Any, video: Any) -> GVEvalResult:
+    def run_judge(cls, doc: Mapping[str, Any], caption: str, settings: GVEvalSettings, client: JudgeCaller, video: Any) -> GVEvalResult:
         judge = GVEvalJudge(client, scoring=settings.scoring, mode=settings.mode, max_tries=settings.max_tries)  # type: ignore[arg-type]
         references = list(doc.get("references") or ()) if settings.mode != "frames" else ()
         if settings.references is not None:

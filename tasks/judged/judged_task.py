@@ -44,6 +44,7 @@ from capjudge.judges.record import (
 )
 from capjudge.judges.types import JudgeResult, ParseFailure, Usage
 from capjudge.tasks import capjudge_version
+from capjudge.tasks.judged.aggregations import named_means
 from capjudge.tasks.judged.item_judgment import ItemJudgment
 from capjudge.tasks.judged.members import JudgmentsByMember, Member, judge_by_members
 from capjudge.tasks.judged.settings import MAX_CAPTION_CHARS_LIMIT, MAX_JUDGE_SAMPLES, parse_count, setting
@@ -366,8 +367,16 @@ class JudgedTask(SourcedTask):
 
     def aggregation(self) -> dict[str, Any]:
         """The YAML's aggregations; with a panel also each member's, the panel's median grade (ordinal judges)
-        and its agreement figures (see capjudge.tasks.judged.who_judges)."""
-        return self.who_judges().aggregations(super().aggregation())
+        and its agreement figures (see capjudge.tasks.judged.who_judges). Each mean is bound to its task and
+        metric, so that one left undefined (no judged item) names them in its warning."""
+        return named_means(self.config.task, self.who_judges().aggregations(super().aggregation()),
+                           self.metric_covers)
+
+    @classmethod
+    def metric_covers(cls, metric: str) -> str:
+        """Which items a per-item metric covers, when only some items have it ('' for all judged items; a
+        judge's task with per-kind metrics says which kind, e.g. AnyCap's per-type means)."""
+        return ""
 
     def higher_is_better(self) -> dict[str, Any]:
         return self.who_judges().higher_is_better(super().higher_is_better())

@@ -146,7 +146,7 @@ def run_batches(
         if not client.has_cache:
             raise BatchStageError("--batch needs the reply cache (unset CAPJUDGE_NO_CACHE): batch replies are read from it")
         # Error texts from the API go into the state file and onto the screen: redacted as the online path does.
-        api = BatchApi(client.sdk, azure=member.config.api_type == "azure", redact=client.redact)
+        api = BatchApi(client.sdk, endpoint=client.backend.batch_endpoint, redact=client.redact)
         state = BatchState.open(who.batch_folder(folder, member) / STATE_FILE, {
             "task": task.config.task, "items": str(len(items)), "model": str(member.identity["model"]),
             "endpoint": str(member.identity["endpoint"]),

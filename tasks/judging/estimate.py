@@ -116,7 +116,8 @@ def estimate_task(task_name: str, include_path: Path, run: Path | None, captions
         who = task.who_judges()
     docs = list(task.eval_docs)
     if run is not None or captions is not None:
-        items = [(doc, caption) for _, doc, caption in pair_captions(caption_source(run, captions, task_name, None), docs, task)]
+        source = caption_source(run, captions, task_name, None)
+        items = [(doc, caption) for _, doc, caption in pair_captions(source, docs, task, "capjudge estimate")]
     else:
         items = [(doc, _stand_in_caption(doc)) for doc in docs]
     counted = items[:limit] if limit else items
@@ -182,6 +183,8 @@ class MemberCharge:
             return None if self.member is None else f"{who}: none learned yet ({self.folder} holds none)"
         learned = self.learned
         when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(learned.at)) if learned.at > 0 else "unknown"
+        if learned.at_problem is not None:  # a stored time that is none (read_learned_charge): said, not shown
+            when = f"an unknown time ({learned.at_problem})"
         return (f"{who}: the API's rate limiter counted {learned.ratio:.2f}x capjudge's token estimate per request "
                 f"({learned.samples} replies kept, the latest at {when}; {self.folder})")
 

@@ -58,6 +58,9 @@ class CaptionSource:
     by_doc_id: Mapping[int, str] | None  # from an lmms-eval samples file
     by_item_id: Mapping[str, str] | None  # from a captions file
     targets: Mapping[int, Any] | None = None  # the samples' logged `target`, to check they are this task's docs
+    # One of capjudge's packaged caption sets (tasks/demo/captions_*.jsonl): each holds both demo tasks' ids on
+    # purpose (one file serves the capjudge_demo group), so the other task's ids are expected, not worth a note.
+    packaged: bool = False
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -74,9 +77,11 @@ def caption_source(run: Path | None, captions: Path | None, task: str, model_nam
         name = _run_name(model_name, caption_set.name, f"captions file {captions}")
         # The name is not put into model_args: lmms-eval splits them on commas, and a name may hold one.
         return CaptionSource(f"captions file {captions}", "captions_file", f"path={captions}",
-                             name, None, dict(caption_set.captions))
-    from capjudge.judges.jsonl import read_json, read_objects
+                             name, None, dict(caption_set.captions), packaged=is_packaged_caption_set(captions))
+    from capjudge.judges.jsonl import read_json
+    from capjudge.metrics.files.run_file_error import RunFileError
     from capjudge.metrics.files.runs import run_display_name
+    from capjudge.metrics.files.samples_file import read_samples
 
     assert run is not None
     results_path, samples_path = _find_samples(run, task)
@@ -87,18 +92,31 @@ def caption_source(run: Path | None, captions: Path | None, task: str, model_nam
     model_args = config.get("model_args") if isinstance(config.get("model_args"), str) else ""
     by_doc_id: dict[int, str] = {}
     targets: dict[int, Any] = {}
-    for position, line in enumerate(read_objects(samples_path, JudgeStageError, f"samples file {samples_path}")):
-        if not isinstance(line, dict) or "doc_id" not in line or "filtered_resps" not in line:
-            raise JudgeStageError(f"{samples_path}, line {position + 1}: not an lmms-eval sample (no doc_id/filtered_resps)")
-        response = line["filtered_resps"]
-        if isinstance(response, list):  # some models log a list of responses per document: the first is judged
-            response = response[0] if response else ""
-        by_doc_id[int(line["doc_id"])] = str(response)
-        if "target" in line:
-            targets[int(line["doc_id"])] = line["target"]
+    # The one reader of samples files, as the leaderboard's: an item logged twice, or a response that is not
+    # text, is refused before the task is built (not judged from its last copy, nor as str(12345)).
+    try:
+        for sample in read_samples(samples_path):
+            doc_id = sample.document_number()
+            by_doc_id[doc_id] = sample.response()
+            if "target" in sample.line:
+                targets[doc_id] = sample.line["target"]
+    except RunFileError as error:
+        raise JudgeStageError(str(error)) from None
     name = _run_name(model_name, run_display_name(results), str(results_path))
     return CaptionSource(f"samples {samples_path}", str(config.get("model") or "unknown"), model_args,
                          name, by_doc_id, None, targets)
+
+
+def is_packaged_caption_set(path: Path) -> bool:
+    """Whether `path` is one of the caption sets shipped in capjudge's demo folder (resolved: a link to one is)."""
+    from capjudge.tasks import TASKS_DIR
+
+    demo = (TASKS_DIR / "demo").resolve()
+    try:
+        resolved = Path(path).resolve()
+    except (OSError, RuntimeError):
+        return False
+    return resolved.parent == demo and resolved.name.startswith("captions_") and resolved.suffix == ".jsonl"
 
 
 def _run_name(given: str | None, derived: str, source: str) -> str:
@@ -248,9 +266,10 @@ def load_judged_task(task_name: str, include_path: Path) -> Any:
 
 
 def pair_captions(
-    source: CaptionSource, docs: Sequence[Mapping[str, Any]], task: Any
+    source: CaptionSource, docs: Sequence[Mapping[str, Any]], task: Any, command: str = "capjudge judge"
 ) -> list[tuple[int, Mapping[str, Any], str]]:
-    """(doc_id, doc, caption) for every item to judge, in the task's order; bad input is a JudgeStageError."""
+    """(doc_id, doc, caption) for every item to judge, in the task's order; bad input is a JudgeStageError.
+    What is only said (ids that are not the task's) is said under `command`, the command that reads them."""
     if source.by_doc_id is not None:
         unknown = sorted(doc_id for doc_id in source.by_doc_id if not 0 <= doc_id < len(docs))
         if unknown:
@@ -282,8 +301,8 @@ def pair_captions(
             f"{source.description}: {len(missing)} items of task {task.config.task!r} have no caption: "
             f"{', '.join(missing[:10])}"
         )
-    if extra:
-        print(f"capjudge judge: {source.description}: ignoring {len(extra)} ids that are not items of "
+    if extra and not source.packaged:
+        print(f"{command}: {source.description}: ignoring {len(extra)} ids that are not items of "
               f"{task.config.task!r} (e.g. {', '.join(extra[:5])})", file=sys.stderr)
     return [(doc_id, doc, source.by_item_id[item_id]) for item_id, (doc_id, doc) in known.items()]
 

@@ -86,7 +86,7 @@ def _task_ids_only(source: Any, docs: Sequence[Mapping[str, Any]], task_name: st
     if not ours:
         return source
     extra = [item for item in source.by_item_id if item not in known]
-    if extra:
+    if extra and not source.packaged:
         print(f"capjudge sensitivity: {source.description}: ignoring {len(extra)} ids that are not items of "
               f"{task_name!r} (e.g. {', '.join(extra[:5])})", file=sys.stderr)
     return replace(source, by_item_id=ours)
@@ -125,6 +125,11 @@ def _judged(judgment: Any) -> Judged:
                   pooling=judgment.panel)
 
 
+def judge_label(identity: Mapping[str, Any]) -> str:
+    """The judge as a report names it: its name and model (a panel's identity names the panel)."""
+    return f"{identity.get('name')} judge, model {identity.get('model')}"
+
+
 def judge_planned(task: Any, planned: Sequence[PlannedItem], perturbations: Sequence[Perturbation], *,
                   n_resamples: int, seed: int, confidence: float = 0.95) -> SensitivityReport:
     """Judge every original and variant through the task's `judge_all`, then the shifts."""
@@ -155,8 +160,7 @@ def judge_planned(task: Any, planned: Sequence[PlannedItem], perturbations: Sequ
         cache_hits=sum(all(j.cache_hit for j in t.judgments.values()) for t in taken.values()),
         unjudged=sum(any(j.failure is not None for j in t.judgments.values()) for t in taken.values()))
     rows = sensitivity_rows(items, perturbations, scorers, n_resamples=n_resamples, seed=seed, confidence=confidence)
-    identity = task.identity()
-    return SensitivityReport(task.config.task, f"{identity.get('name')} judge, model {identity.get('model')}",
+    return SensitivityReport(task.config.task, judge_label(task.identity()),
                              scorers, tuple(perturbations), items, rows, counts, seed, n_resamples, confidence)
 
 

@@ -92,9 +92,11 @@ def main(argv: list[str] | None = None) -> int:
 
 def _fooled(report: dict) -> str:
     fooled = report["fooled_by"]["judge"]
-    passed = [p["name"] for p in report["perturbations"] if p["name"] not in fooled]
+    unmeasured = report.get("no_verdict", {}).get("judge", {})  # e.g. no variant changed its caption: no verdict
+    passed = [p["name"] for p in report["perturbations"] if p["name"] not in fooled and p["name"] not in unmeasured]
     return (f"passes {', '.join(passed) or 'nothing'}; fooled by "
-            + ("; ".join(f"{name} ({', '.join(dims)})" for name, dims in fooled.items()) or "nothing"))
+            + ("; ".join(f"{name} ({', '.join(dims)})" for name, dims in fooled.items()) or "nothing")
+            + "".join(f"; no verdict on {name} ({why})" for name, why in unmeasured.items()))
 
 
 def _example(report: dict, item_index: int = 0) -> list[str]:
