@@ -124,6 +124,35 @@ def check_cache_file(path: Path, name: str | None = None) -> None:
     open_cache_file(Path(path), name or cache_name(Path(path))).close()
 
 
+def open_cache_read_only(path: Path, name: str) -> sqlite3.Connection | None:
+    """A read-only connection to the reply cache at `path`, for a dry run that only looks replies up; None when
+    there is no file, or a file with no replies table yet (nothing is cached). Never creates, converts or writes
+    it; a file that is not a usable cache is the same CacheError a run gives when it opens it."""
+    path = Path(path)
+    if path.is_dir():
+        raise CacheError(f"{name} is a folder, not a file: use a file path, e.g. {path / 'judge_cache.sqlite'}")
+    if not path.exists():
+        return None
+    try:
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=60.0)
+    except sqlite3.Error as error:
+        raise CacheError(f"{name} cannot be opened: {error}") from None
+    try:
+        problem = schema_problem(conn)
+        empty = problem is None and conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'replies'").fetchone() is None
+    except sqlite3.DatabaseError as error:
+        conn.close()
+        raise _database_error(path, name, error) from None
+    if problem is not None:
+        conn.close()
+        raise CacheError(f"{name} {problem}. Nothing in it was changed: {_what_to_do(path)}")
+    if empty:
+        conn.close()
+        return None
+    return conn
+
+
 def _check_writable(path: Path, name: str) -> None:
     if path.is_dir():
         raise CacheError(f"{name} is a folder, not a file: use a file path, e.g. {path / 'judge_cache.sqlite'}")

@@ -138,7 +138,7 @@ def _dry_run(args: argparse.Namespace, perturbations: list[Any], prices: tuple[f
     from capjudge.tasks.judging.stage import load_judged_task
     from capjudge.tasks.sensitivity.pricing import price_planned
 
-    with counting_requests_only():  # nothing is sent: no judge, key or cache is needed
+    with counting_requests_only():  # nothing is sent: no judge or key is needed (the cache is only read)
         task = load_judged_task(args.task, args.include_path)
         who = task.who_judges()  # a panel's members, read without their keys
     planned = _planned(args, task, perturbations)

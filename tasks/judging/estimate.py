@@ -15,7 +15,9 @@ images), expected output tokens (`--output-tokens` per reply; the judge's `max_t
 and the cost at the prices given (USD per 1M tokens; no price list is built in, prices change). With a panel of
 judges (CAPJUDGE_PANEL, capjudge.judges.client.panel) every member asks every request: one line per member, at
 its own `price_input`/`price_output` from the panel file or else at --price-*, and the panel's total; the panel
-file is read without its keys (nothing is sent). After a run, the usage the API reported is in every sample's
+file is read without its keys (nothing is sent). Each judge's reply cache is looked into, read-only, with the
+client's own request keys (capjudge.judges.client.cache_reader): the requests printed are those left to send,
+beside how many of the total the cache already holds, and the tokens and cost are of those left to pay for. After a run, the usage the API reported is in every sample's
 record and in the leaderboard's "Judge usage" table.
 
 Then what earlier runs learned of the API's charge per request (capjudge.judges.client.charge), read from the
@@ -47,14 +49,17 @@ class EstimateError(ValueError):
 
 
 class EstimatingClient:
-    """A judge client that builds each request, counts it, and sends nothing."""
+    """A judge client that builds each request, counts it, and sends nothing. It keeps each request as the
+    judge asked for it, so that the judges' reply caches can be asked which of them a run would send."""
 
     def __init__(self, model: str | None):
         self.model = model
         self.estimates: list[TokenEstimate] = []
+        self.asked: list[tuple[ChatRequest, Callable[[JudgeReply], Any], dict[str, Any]]] = []
 
-    def judge(self, request: ChatRequest, parse: Callable[[JudgeReply], Any], **_: Any) -> JudgeOutcome[Any]:
+    def judge(self, request: ChatRequest, parse: Callable[[JudgeReply], Any], **kwargs: Any) -> JudgeOutcome[Any]:
         self.estimates.append(estimate_tokens(request))
+        self.asked.append((request, parse, kwargs))
         return JudgeOutcome(None, ParseFailure("not_sent", "estimate only"), (), (), Usage())
 
 
@@ -64,42 +69,75 @@ class MemberCost:
 
     name: str
     model: str
-    cost: float | None
+    cost: float | None  # of the requests its reply cache does not hold
     prices_from: str  # "the panel file", "--price-input/--price-output" or "" (no price)
+
+
+@dataclass(frozen=True)
+class LeftToPay:
+    """What one judge's reply cache already holds of the run's requests, and what is left to send and pay for."""
+
+    cache: str  # the cache file as messages name it (or why none is read)
+    cached: float  # requests its cache answers (scaled like every count)
+    requests: float
+    text_tokens: int
+    image_tokens: int
+    output_tokens: float
+    cost: float | None  # of the requests left, at this judge's prices (None: no price)
+
+    def line(self, total: float) -> str:
+        return (f"  {self.cache}: {self.cached:,.0f} of the {total:,.0f} requests already there (a run replays them): "
+                f"{self.requests:,.0f} left to pay for")
 
 
 @dataclass(frozen=True)
 class CostEstimate:
     task: str
     items: int
-    requests: float  # per judge
+    requests: float  # per judge, before the reply cache
     text_tokens: int
     image_tokens: int
     output_tokens: float
-    cost: float | None  # per judge (with a panel: at the --price-* prices, when given)
+    cost: float | None  # per judge (with a panel: at the --price-* prices, when given), before the reply cache
     members: tuple[MemberCost, ...] = ()  # with a panel (CAPJUDGE_PANEL): every member asks every request
     unit: str = "items"  # what `items` counts: a task's items, or a sensitivity run's judgments
     charges: tuple[MemberCharge, ...] = ()  # what earlier runs learned of the API's charge (`capjudge estimate`)
+    left: tuple[LeftToPay, ...] = ()  # per judge (the one judge, or each member): what its reply cache holds
 
     def lines(self) -> list[str]:
-        cost = f"${self.cost:,.2f}" if self.cost is not None else "(give --price-input and --price-output)"
-        per = " per judge" if self.members else ""
-        lines = [
-            f"task {self.task}: {self.items} {self.unit}, {self.requests:,.0f} requests expected{per}",
-            f"  input tokens:  {self.text_tokens + self.image_tokens:,} ({self.text_tokens:,} text + {self.image_tokens:,} images){per}",
-            f"  output tokens: {self.output_tokens:,.0f} expected{per}",
-        ]
         learned = [line for line in (charge.line() for charge in self.charges) if line is not None]
         if not self.members:
-            return [*lines, f"  cost: {cost}", *learned]
-        lines.append(f"  panel of {len(self.members)} judges, each asked every request:")
-        for member in self.members:
+            left = self.left[0] if self.left else LeftToPay(
+                "no reply cache read (no judge configured)", 0, self.requests, self.text_tokens, self.image_tokens,
+                self.output_tokens, self.cost)
+            cost = f"${left.cost:,.2f}" if left.cost is not None else "(give --price-input and --price-output)"
+            return [
+                f"task {self.task}: {self.items} {self.unit}, {left.requests:,.0f} requests expected",
+                left.line(self.requests),
+                f"  input tokens:  {left.text_tokens + left.image_tokens:,} ({left.text_tokens:,} text + "
+                f"{left.image_tokens:,} images) in the requests left to pay for",
+                f"  output tokens: {left.output_tokens:,.0f} expected in the requests left to pay for",
+                f"  cost: {cost} for the requests left to pay for (the cached ones cost nothing)",
+                *learned,
+            ]
+        cached = any(left.cached for left in self.left)
+        expected = "in total per judge (less what its reply cache holds: below)" if cached else "expected per judge"
+        before = " per judge, before the reply cache" if cached else " per judge"
+        lines = [
+            f"task {self.task}: {self.items} {self.unit}, {self.requests:,.0f} requests {expected}",
+            f"  input tokens:  {self.text_tokens + self.image_tokens:,} ({self.text_tokens:,} text + {self.image_tokens:,} images){before}",
+            f"  output tokens: {self.output_tokens:,.0f} expected{before}",
+            f"  panel of {len(self.members)} judges, each asked every request it has no cached reply to:",
+        ]
+        for member, left in zip(self.members, self.left):
             priced = (f"${member.cost:,.2f} (prices from {member.prices_from})" if member.cost is not None
                       else "(no price: give price_input/price_output in the panel file, or --price-*)")
-            lines.append(f"    {member.name} ({member.model}): {self.requests:,.0f} requests, cost {priced}")
+            lines.append(f"    {member.name} ({member.model}): {left.requests:,.0f} requests, cost {priced}; "
+                         f"{left.cached:,.0f} of its {self.requests:,.0f} already in its reply cache ({left.cache})")
         costs = [member.cost for member in self.members]
         total = f"${sum(costs):,.2f}" if all(c is not None for c in costs) else "(not every member has a price)"  # type: ignore[misc]
-        lines.append(f"  panel total: {self.requests * len(self.members):,.0f} requests, cost {total}")
+        lines.append(f"  panel total: {sum(left.requests for left in self.left):,.0f} requests, cost {total} "
+                     f"(the requests left to pay for)")
         return [*lines, *learned]
 
 
@@ -144,21 +182,53 @@ def price_items(task: Any, name: str, total: int, counted: Sequence[tuple[Mappin
         quiet.setLevel(level)
     if not client.estimates:
         raise EstimateError(f"task {name!r}: no item could be built into a request (missing videos?)")
-    scale = total / len(counted)
-    requests = len(client.estimates) * scale * (1 + reask_rate)
-    text = sum(e.text for e in client.estimates) * scale * (1 + reask_rate)
-    images = sum(e.images for e in client.estimates) * scale * (1 + reask_rate)
-    output = requests * output_tokens
+    scale = (total / len(counted)) * (1 + reask_rate)
 
-    def priced(at: tuple[float, float] | None) -> float | None:
-        return None if at is None else ((text + images) * at[0] + output * at[1]) / 1e6
+    def tally(chosen: Sequence[TokenEstimate], at: tuple[float, float] | None) -> LeftToPay:
+        requests = len(chosen) * scale
+        text, images = sum(e.text for e in chosen) * scale, sum(e.images for e in chosen) * scale
+        output = requests * output_tokens
+        cost = None if at is None else ((text + images) * at[0] + output * at[1]) / 1e6
+        return LeftToPay("", 0, requests, round(text), round(images), output, cost)
 
+    everything = tally(client.estimates, prices)
+    own_prices = {member: own for member, _, own in who.priced_members()}
+    left = tuple(_left_to_pay(client, config, lambda chosen: tally(chosen, own_prices.get(member) or prices))
+                 for member, config in _judges_to_look_up(who))
     members = tuple(
-        MemberCost(member, model, priced(own or prices),
+        MemberCost(member, model, share.cost,
                    "the panel file" if own else "--price-input/--price-output" if prices else "")
-        for member, model, own in who.priced_members())
-    return CostEstimate(name, total, requests, round(text), round(images), output, priced(prices), members, unit,
-                        learned_charges(who))
+        for (member, model, own), share in zip(who.priced_members(), left))
+    return CostEstimate(name, total, everything.requests, everything.text_tokens, everything.image_tokens,
+                        everything.output_tokens, everything.cost, members, unit, learned_charges(who), left)
+
+
+def _judges_to_look_up(who: WhoJudges) -> list[tuple[str, Any]]:
+    """(name, keyless configuration or None) of each judge, in `priced_members` order for a panel."""
+    configs = dict(who.keyless_configs())
+    names = [member for member, _, _ in who.priced_members()] or list(configs)
+    return [(member, configs.get(member)) for member in names]
+
+
+def _left_to_pay(client: EstimatingClient, config: Any, tally: Callable[[Sequence[TokenEstimate]], LeftToPay]) -> LeftToPay:
+    """What of the built requests this judge's reply cache answers, looked up as its client looks them up
+    (capjudge.judges.client.cache_reader: read-only; a missing file is an empty cache and is not created)."""
+    from dataclasses import replace
+
+    from capjudge.judges.client.cache_reader import CacheReader
+
+    if config is None:  # no configuration a run could build (its run refuses it): nothing known cached
+        return replace(tally(client.estimates), cache="no reply cache read (no usable judge configuration)")
+    reader = CacheReader(config)
+    try:
+        sent = [estimate for estimate, (request, parse, how) in zip(client.estimates, client.asked)
+                if reader.needs_request(request, parse, **how)]
+    finally:
+        reader.close()
+    left = tally(sent)
+    cached = tally(client.estimates).requests - left.requests
+    missing = "" if reader.path is None or reader.path.exists() else " (no such file yet)"
+    return replace(left, cache=f"{reader.name}{missing}", cached=cached)
 
 
 @dataclass(frozen=True)

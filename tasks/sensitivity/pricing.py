@@ -3,8 +3,9 @@
 The judgments are planned exactly as the run plans them (the same perturbed texts); each one's request is
 built by the task's own per-item function against `capjudge estimate`'s counting client (frames sampled and
 encoded, tokens counted, nothing sent), and priced as `capjudge estimate` prices a task: the same
-`CostEstimate`, its panel lines included. The task must be built inside
-`capjudge.tasks.judged.judged_task.counting_requests_only` (no judge, key or cache needed).
+`CostEstimate`, its panel lines included, and each judge's reply cache looked into (read-only) for what a run
+would replay instead of sending: what is left to send and pay for. The task must be built inside
+`capjudge.tasks.judged.judged_task.counting_requests_only` (no judge or key needed).
 """
 
 from __future__ import annotations
@@ -30,8 +31,12 @@ class SensitivityEstimate:
     def lines(self) -> list[str]:
         planned = self.items * (1 + self.perturbations)
         repeated = "" if planned == self.judgments else f" ({planned - self.judgments} repeat another caption of their item: judged once)"
+        # What the reply cache already answers: the one judge's count here; a panel's, member by member below.
+        left = self.cost.left
+        cached = (f", {left[0].cached:,.0f} of them already in the reply cache: {left[0].requests:,.0f} left to send"
+                  if len(left) == 1 and not self.cost.members else " (each panel member's reply cache: below)")
         return [f"sensitivity: {self.items} items x (1 original + {self.perturbations} perturbations) = "
-                f"{planned} judgments{repeated}; {self.judgments} to ask (a rerun asks none: all from the cache)",
+                f"{planned} judgments{repeated}; {self.judgments} to ask{cached}",
                 *self.cost.lines()]
 
 
