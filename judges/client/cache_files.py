@@ -16,9 +16,13 @@ import sqlite3
 import threading
 import time
 import weakref
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 from capjudge.judges.client.config import ConfigError
+
+T = TypeVar("T")
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS replies (
@@ -102,20 +106,30 @@ def open_cache_file(path: Path, name: str) -> sqlite3.Connection:
     check_local_filesystem(path)
     _check_writable(path, name)
     conn = connect_plain(path, name)
+    _once_a_cache(conn, path, name, _prepare_for_writing)
+    return conn
+
+
+def _prepare_for_writing(conn: sqlite3.Connection) -> None:
+    enable_wal(conn)
+    conn.execute("PRAGMA synchronous=NORMAL")
+    conn.execute(SCHEMA)
+    conn.execute(JUDGES_SCHEMA)
+
+
+def _once_a_cache(conn: sqlite3.Connection, path: Path, name: str, then: Callable[[sqlite3.Connection], T]) -> T:
+    """`then(conn)`, run only once the file is known to be a reply cache (or still empty); otherwise the
+    connection is closed and the CacheError says what the file is, with nothing in it changed."""
     try:
         problem = schema_problem(conn)
-        if problem is None:
-            enable_wal(conn)
-            conn.execute("PRAGMA synchronous=NORMAL")
-            conn.execute(SCHEMA)
-            conn.execute(JUDGES_SCHEMA)
+        result = then(conn) if problem is None else None
     except sqlite3.DatabaseError as error:
         conn.close()
         raise _database_error(path, name, error) from None
     if problem is not None:
         conn.close()
         raise CacheError(f"{name} {problem}. Nothing in it was changed: {_what_to_do(path)}")
-    return conn
+    return result  # type: ignore[return-value]
 
 
 def check_cache_file(path: Path, name: str | None = None) -> None:
@@ -137,16 +151,8 @@ def open_cache_read_only(path: Path, name: str) -> sqlite3.Connection | None:
         conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=60.0)
     except sqlite3.Error as error:
         raise CacheError(f"{name} cannot be opened: {error}") from None
-    try:
-        problem = schema_problem(conn)
-        empty = problem is None and conn.execute(
-            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'replies'").fetchone() is None
-    except sqlite3.DatabaseError as error:
-        conn.close()
-        raise _database_error(path, name, error) from None
-    if problem is not None:
-        conn.close()
-        raise CacheError(f"{name} {problem}. Nothing in it was changed: {_what_to_do(path)}")
+    empty = _once_a_cache(conn, path, name, lambda checked: checked.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'replies'").fetchone() is None)
     if empty:
         conn.close()
         return None
