@@ -138,6 +138,30 @@ def test_a_perturbation_that_changed_some_captions_is_measured_on_the_others(tmp
     assert report["no_verdict"] == {"judge": {}}
 
 
+def test_a_perturbation_that_changed_one_clip_only_has_no_verdict(tmp_path):
+    """Nine captions one word, one long: truncation changes one clip. A clip-clustered interval from one clip has
+    width 0 (every resample draws that clip), so any shift would read as a verdict: the row says why it has none,
+    and the judgments are still made and kept."""
+    captions = _captions(tmp_path, lambda row: row["caption"] if row["id"] == "g01" else ONE_WORD[int(row["id"][1:]) - 1])
+    out = tmp_path / "out"
+    with judge_server() as server:
+        done = _sensitivity(tmp_path, server, "--captions", captions, "--out", out, "--perturbation", "truncation",
+                            "--resamples", "200")
+        asked = len(server.log)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads((out / REPORT).read_text(encoding="utf-8"))
+    assert asked == 10 + 1 and report["unchanged"] == {"truncation": 9}
+    why = "only 1 clip with a changed pair judged on both sides: a verdict needs at least 2"
+    rows = report["shifts"]
+    assert rows and all(not row["measured"] and row["not_measured"] == why and "verdict" not in row
+                        and row["n_unchanged"] == 9 for row in rows)
+    assert report["no_verdict"] == {"judge": {"truncation": why}}
+    assert not report["fooled_by"]["judge"]
+    assert f"No verdict (nothing measured): truncation ({why})." in done.stdout
+    changed = next(item for item in report["items"] if item["item_id"] == "g01")["variants"][0]
+    assert changed["text"] != changed["change"] and changed["judgments"]["judge"]["scores"]  # judged and kept
+
+
 # ---------------------------------------------------------------------------------------------------------
 # Output paths: checked before any judging; nothing another command or run wrote is replaced in silence
 # ---------------------------------------------------------------------------------------------------------

@@ -34,6 +34,9 @@ _SIGN = {"down": -1, "not_up": -1, "up": 1, "not_down": 1}
 FORMAT_VERSION = 2
 NO_CHANGED_VARIANT = "no variant changed its caption"
 NO_PAIR_JUDGED = "no pair judged on both sides"
+# A clip-clustered interval from one clip is no interval: every resample draws that clip, the CI has width 0
+# and any non-zero shift would read as a verdict. Below this many clips a row keeps no shift and says why.
+MIN_CLIPS_FOR_VERDICT = 2
 
 
 @dataclass(frozen=True)
@@ -77,12 +80,16 @@ class SensitivityRow:
     share_sound: float | None  # candidates moved the sound way (strictly, for "down"/"up"; or kept, for "not_*")
     n_left_out: int  # pairs with either side unjudged (of the variants that changed something)
     n_unchanged: int = 0  # pairs whose variant changed nothing: no test of the judge, left out
+    n_clips_judged: int = 0  # clips with a changed pair judged on both sides (kept when too few for a verdict)
 
     @property
     def not_measured(self) -> str | None:
         """Why the row has no shift (None: it has one)."""
         if self.shift is not None:
             return None
+        if self.n_clips_judged:
+            return (f"only {self.n_clips_judged} clip with a changed pair judged on both sides: a verdict needs "
+                    f"at least {MIN_CLIPS_FOR_VERDICT}")
         return NO_PAIR_JUDGED if self.n_left_out else NO_CHANGED_VARIANT
 
 
@@ -182,8 +189,10 @@ def sensitivity_rows(
                         perturbed.append(after)
                         clusters.append(item.cluster)
                 left_out = len(items) - unchanged - len(original)
-                if not original:
-                    rows.append(SensitivityRow(scorer, perturbation.name, dimension, None, None, left_out, unchanged))
+                n_clips = len(set(clusters))
+                if n_clips < MIN_CLIPS_FOR_VERDICT:
+                    rows.append(SensitivityRow(scorer, perturbation.name, dimension, None, None, left_out, unchanged,
+                                               n_clips))
                     continue
                 shift = paired_shift(original, perturbed, clusters, expected, perturbation=perturbation.name,
                                      dimension=dimension, n_resamples=n_resamples, seed=seed, confidence=confidence)
