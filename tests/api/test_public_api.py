@@ -44,10 +44,11 @@ from capjudge.api import (
     sensitivity_table,
     write_leaderboard,
 )
-from conftest import REPO_ROOT, TESTS_DIR, run_capjudge
-from harness_runs import TEST_API_KEY, TEST_JUDGE_MODEL, judge_server, run_lmms_eval
-from openai_server import Reply, prompt_text, with_logprobs
-from videos import make_video
+from tests.support.paths import REPO_ROOT, SUPPORT_DIR
+from tests.support.harness_runs import run_capjudge
+from tests.support.harness_runs import TEST_API_KEY, TEST_JUDGE_MODEL, judge_server, run_lmms_eval
+from tests.support.openai_server import Reply, prompt_text, with_logprobs
+from tests.support.videos import make_video
 
 # The public API, spelled out: a name added, removed or renamed is a deliberate edit here (README "Python API").
 PUBLIC_NAMES = [
@@ -185,8 +186,8 @@ def test_the_configuration_and_the_settings_are_the_ones_used(server, clips, tmp
 
 
 def test_a_judge_known_to_capjudge_by_its_task_class_is_judged_by_name(server, clips, tmp_path):
-    """A third judge (tests/toy_judge, kept outside capjudge): once its task module is imported, its name judges."""
-    spec = importlib.util.spec_from_file_location("toy_judge_utils", TESTS_DIR / "toy_judge" / "utils.py")
+    """A third judge (tests/support/toy_judge, kept outside capjudge): once its task module is imported, its name judges."""
+    spec = importlib.util.spec_from_file_location("toy_judge_utils", SUPPORT_DIR / "toy_judge" / "utils.py")
     toy = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(toy)  # kept in `toy` while judging: a class is known while its module lives
     assert "toy" in judge_names()

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from harness_runs import REPO_ROOT, harness_env, judge_server
+from tests.support.harness_runs import REPO_ROOT, harness_env, judge_server
 
 pytestmark = pytest.mark.slow
 
@@ -155,7 +155,7 @@ def _build_installed(root: Path) -> InstalledCapjudge:
 # The tests in the order conftest.py deals them out to the workers (SPREAD_ACROSS_WORKERS): the
 # longest first.
 
-# The README's installed-user examples (tests/readme_examples.py), each run as written by one test below,
+# The README's installed-user examples (tests/support/readme_examples.py), each run as written by one test below,
 # which checks what it made beyond the files its marker names.
 INSTALLED_EXAMPLES = {
     "demo": "capjudge demo --limit 1",
@@ -168,7 +168,7 @@ def _run_readme_example(installed: InstalledCapjudge, tmp_path: Path, name: str,
                         ) -> tuple[Path, subprocess.CompletedProcess[str]]:
     """One README example, as written, from a fresh folder outside the repository, with the installed venv
     first on PATH (as after activating it), a private HOME, and the scripted judge as the configured judge."""
-    from readme_examples import examples, run_example
+    from tests.support.readme_examples import examples, run_example
 
     (example,) = [example for example in examples() if example.kind == "installed"
                   and INSTALLED_EXAMPLES[name] in example.code]
@@ -228,7 +228,7 @@ def test_the_sensitivity_example_judges_every_variant_and_prices_before_paying(i
 
 
 def test_every_installed_user_example_of_the_readme_is_run_here():
-    from readme_examples import examples
+    from tests.support.readme_examples import examples
 
     installed_examples = [example for example in examples() if example.kind == "installed"]
     covered = {name: [example for example in installed_examples if phrase in example.code]

@@ -2,8 +2,8 @@
 
 The checkout examples run from a copy of this checkout's source (its `.venv/` linked, nothing else of the
 working tree: no results of earlier runs), with a scripted judge behind the environment's judge settings, as
-a user who configured one. The installed-user examples run in tests/test_installed_package.py, in a fresh
-venv with the built wheel. What cannot run here says why in its marker (tests/readme_examples.py).
+a user who configured one. The installed-user examples run in tests/installed/test_installed_package.py, in a fresh
+venv with the built wheel. What cannot run here says why in its marker (tests/support/readme_examples.py).
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ import shutil
 from pathlib import Path
 
 import pytest
-from harness_runs import harness_env, judge_server
-from readme_examples import KINDS, MarkerError, README, examples, run_example
+from tests.support.harness_runs import harness_env, judge_server
+from tests.support.readme_examples import KINDS, MarkerError, README, examples, run_example
 
-from conftest import REPO_ROOT
+from tests.support.paths import REPO_ROOT
 
 # What a checkout holds besides .git, .venv and what runs leave behind.
 SOURCE = ("pyproject.toml", "README.md", "MANIFEST.in", "Makefile", "judges", "metrics", "tasks", "tests", ".setup")

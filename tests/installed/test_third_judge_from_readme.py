@@ -1,7 +1,7 @@
 """The README's "A third judge" list, followed to the letter: each step it lists is taken here, in its order,
 in a copy of the package, and nothing else is done. The judge built is `refmatch` (a caption beside its
 reference and 2 frames, one score 1-5) with its own dataset, `refmatch_items` (their text:
-tests/third_judge_files.py).
+tests/support/third_judge_files.py).
 
 Then the copy's wheel is built and unpacked as an installed capjudge; the suite's checks that name every
 judge, dataset, package and module run on the copy; and the judge runs through lmms-eval from the unpacked
@@ -34,10 +34,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO_ROOT
-from harness_runs import judge_server, launch_lmms_eval
-from openai_server import Reply, prompt_text
-from third_judge_files import (DATASET, DATASET_MODULE, ITEMS, ITEMS_FILE, JUDGE, JUDGE_PACKAGE, NAME, PARSER,
+from tests.support.paths import REPO_ROOT
+from tests.support.harness_runs import judge_server, launch_lmms_eval
+from tests.support.openai_server import Reply, prompt_text
+from tests.support.third_judge_files import (DATASET, DATASET_MODULE, ITEMS, ITEMS_FILE, JUDGE, JUDGE_PACKAGE, NAME, PARSER,
                                TASK_MODULE, TASK_UTILS, TASK_YAML, TEMPLATE)
 
 pytestmark = pytest.mark.slow
@@ -48,8 +48,8 @@ COPIED = ("judges", "metrics", "tasks", "tests", "pyproject.toml", "README.md", 
 # 10-14 keep passing (the layout's, the datasets' and the judges' reply fields').
 COPY_CHECKS = (
     "tests/test_layout.py",
-    "tests/test_datasets.py::test_every_task_yaml_names_a_shipped_dataset_and_every_shipped_dataset_is_named",
-    "tests/test_record.py::test_each_judge_declares_which_reply_field_backs_which_of_its_tasks_metrics",
+    "tests/judges/datasets/test_datasets.py::test_every_task_yaml_names_a_shipped_dataset_and_every_shipped_dataset_is_named",
+    "tests/judges/test_record.py::test_each_judge_declares_which_reply_field_backs_which_of_its_tasks_metrics",
 )
 
 
@@ -73,7 +73,7 @@ def _path(step: str) -> str:
 
 
 # ---------------------------------------------------------------------------------------------------------
-# Steps 1-9: the new files (their text: tests/third_judge_files.py)
+# Steps 1-9: the new files (their text: tests/support/third_judge_files.py)
 # ---------------------------------------------------------------------------------------------------------
 
 
@@ -166,7 +166,7 @@ STEPS: dict[str, Callable[[Path, str, str], None]] = {
     "tasks/<name>/<dataset>.jsonl": _new_file(ITEMS_FILE),  # 9. its packaged items
     "judges/datasets/known_datasets.py": _known_datasets,  # 10. its dataset in SHIPPED_DATASETS
     "judges/known_judges.py": _known_judges,  # 11. its descriptor in SHIPPED_JUDGES
-    "tests/test_record.py": _test_record,  # 12. its name in the shipped judges the reply-fields check pins
+    "tests/judges/test_record.py": _test_record,  # 12. its name in the shipped judges the reply-fields check pins
     "pyproject.toml": _pyproject,  # 13. its two packages and its task folder's data glob
     "README.md": _readme_layout,  # 14. its modules and task folder in the layout block
 }

@@ -10,8 +10,8 @@ import pytest
 from capjudge.judges.gveval.judge import PUBLISHED_MODEL, GVEvalJudge
 from capjudge.metrics.statistics.compare import compare_scorers
 from capjudge.tasks.judged.aggregations import mean_of_type_means
-from conftest import run_capjudge
-from videos import make_video
+from tests.support.harness_runs import run_capjudge
+from tests.support.videos import make_video
 
 CAPTION = "A red ball rolls across a grey floor."
 REFERENCES = ["a red ball rolls on the floor", "a ball moves to the right"]

@@ -9,7 +9,7 @@ import pytest
 
 from capjudge.judges.descriptor import DescriptorError, FrameGeometry, JudgeDescriptor
 from capjudge.judges.record import RecordError, ReplyFields
-from videos import make_video
+from tests.support.videos import make_video
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ import pytest
 
 from capjudge.judges import video
 from capjudge.judges.video import DecodeStats, sample_frames, sample_indices
-from videos import frame_index_of, make_video
+from tests.support.videos import frame_index_of, make_video
 
 SAMPLINGS = [(4, 3), (8, None)]  # G-VEval's 3 of 4 points, AnyCap's 8
 

@@ -2,11 +2,11 @@
 
 The two records below are verbatim `judged` values of a run made with the capjudge before records had a
 version (commit f999aa6: `capjudge judge` on the demo's good captions, k = 3 replies per item, against the
-test server's known-noise responder of tests/test_reliability_both_judges.py). They are what every run file
+test server's known-noise responder of tests/metrics/statistics/test_reliability_both_judges.py). They are what every run file
 written before this change holds, so they must keep reading: as version 1, every field as logged, AnyCap's
 empty `spread` included (the bug of that version: it read a `scores` mapping only G-VEval replies have).
 The end-to-end checks (reliability, agreement, leaderboard, report on fresh and old-shaped k = 5 runs of both
-judges) are in tests/test_reliability_both_judges.py.
+judges) are in tests/metrics/statistics/test_reliability_both_judges.py.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from capjudge.judges.record import (
 from capjudge.metrics.item_report.views import view_judgment
 from capjudge.tasks.judged.anycap_task import AnyCapSettings
 from capjudge.tasks.judged.gveval_task import GVEvalSettings
-from conftest import REPO_ROOT
+from tests.support.paths import REPO_ROOT
 
 OLD_ANYCAP = (
     {'item_id': 'a01',

@@ -17,7 +17,7 @@ import re
 import pytest
 from capjudge.judges.anycap.judge import AnyCapJudge
 from capjudge.judges.gveval.judge import GVEvalJudge
-from openai_server import (
+from tests.support.openai_server import (
     Reply,
     prompt_text,
     with_logprobs,

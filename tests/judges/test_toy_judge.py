@@ -1,4 +1,4 @@
-"""A third judge, written in its own files only (tests/toy_judge/: utils.py and toy.yaml), runs end to end:
+"""A third judge, written in its own files only (tests/support/toy_judge/: utils.py and toy.yaml), runs end to end:
 through lmms-eval and `capjudge judge`, then the leaderboard (with its judge-noise share), the item report
 (its frames re-rendered from the geometry its records log) and `capjudge reliability`. capjudge knows nothing
 of it but what its records carry: its descriptor's facts.
@@ -16,13 +16,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import REPO_ROOT, TESTS_DIR, run_capjudge
-from harness_runs import harness_env, judge_server, launch_lmms_eval
-from openai_server import Reply, prompt_text
+from tests.support.paths import REPO_ROOT, SUPPORT_DIR
+from tests.support.harness_runs import run_capjudge
+from tests.support.harness_runs import harness_env, judge_server, launch_lmms_eval
+from tests.support.openai_server import Reply, prompt_text
 
 pytestmark = pytest.mark.slow
 
-TOY_FOLDER = TESTS_DIR / "toy_judge"
+TOY_FOLDER = SUPPORT_DIR / "toy_judge"
 TASK = "toy_judge"
 K = 3
 DEMO = REPO_ROOT / "tasks" / "demo"

@@ -19,9 +19,10 @@ from capjudge.judges.video import (
     sample_frames,
     sample_indices,
 )
-from videos import frame_colour, frame_index_of, make_video
+from tests.support.videos import frame_colour, frame_index_of, make_video
+from tests.support.paths import SHARED
 
-SHARED_EXAMPLE = Path(__file__).resolve().parents[2] / "shared" / "data" / "gveval_example"
+SHARED_EXAMPLE = SHARED / "data" / "gveval_example"
 
 
 @pytest.fixture(scope="module")

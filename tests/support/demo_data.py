@@ -1,9 +1,9 @@
 """The demo split: ten short clips this project draws itself, with references, instructions and captions.
 
-    .venv/bin/python tests/demo_data.py --out tasks/demo    (or: make demo-data)
+    .venv/bin/python -m tests.support.demo_data --out tasks/demo    (or: make demo-data)
 
 A development script, not part of the installed package: the files it wrote are committed in tasks/demo/
-and shipped; tests/test_demo_data.py checks that they are exactly what this script writes.
+and shipped; tests/tasks/demo/test_demo_data.py checks that they are exactly what this script writes.
 
 writes, into --out:
 - ten H.264 MP4 clips (320x240, 10 fps, 3-4 s): simple scenes drawn with PIL, so their content is known
@@ -562,7 +562,7 @@ def write_demo(out: str | os.PathLike[str]) -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="tests/demo_data.py", description="Write the demo split.")
+    parser = argparse.ArgumentParser(prog="python -m tests.support.demo_data", description="Write the demo split.")
     parser.add_argument("--out", type=Path, required=True, help="folder to write into (the repo's is tasks/demo)")
     args = parser.parse_args(argv)
     written = write_demo(args.out)

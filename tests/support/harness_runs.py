@@ -8,14 +8,14 @@
     run.results()["results"]["gveval"], run.samples("gveval")
 
 `judge_server(mode="thread")` serves from a thread of the test process (its request log can be asserted on);
-`mode="process"` starts `tests/openai_server.py` in its own process (ServerProcess) (for benchmarks or when the test process must
+`mode="process"` starts `tests/support/openai_server.py` in its own process (ServerProcess) (for benchmarks or when the test process must
 stay idle). The subprocess gets the judge through the environment capjudge reads (OPENAI_BASE_URL,
 OPENAI_API_KEY, MODEL_VERSION, CAPJUDGE_CACHE), offline Hugging Face settings and a datasets cache of its own.
 
 lmms-eval 0.7.x catches errors inside an evaluation, prints them and still exits 0, so a run counts as
 successful only when it wrote a new results file; otherwise `HarnessRunError` carries the output's tail.
 
-Launches are warm by default (tests/warm_launch.py: a child forked from a process that has imported lmms-eval
+Launches are warm by default (tests/support/warm_launch.py: a child forked from a process that has imported lmms-eval
 and capjudge, which saves ~10 s of CPU each); `warm=False` runs the real command line, for tests that must
 kill or signal the process, or that test the entry point itself.
 """
@@ -34,10 +34,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from warm_launch import warm_run
+from tests.support.paths import REPO_ROOT
+from tests.support.warm_launch import warm_run
 
-TESTS_DIR = Path(__file__).resolve().parent
-REPO_ROOT = TESTS_DIR.parent
 REPO_TASKS = REPO_ROOT / "tasks"
 TEST_JUDGE_MODEL = "test-judge"
 TEST_API_KEY = "sk-test-key"
@@ -77,9 +76,7 @@ def venv_python() -> str:
 @contextmanager
 def judge_server(mode: Literal["thread", "process"] = "thread", **options: Any) -> Iterator[Any]:
     """A running test judge with a `base_url`; in thread mode it is the `OpenAITestServer` itself."""
-    if str(TESTS_DIR) not in sys.path:  # conftest adds it under pytest; scripts may not have
-        sys.path.insert(0, str(TESTS_DIR))
-    from openai_server import OpenAITestServer, ServerProcess
+    from tests.support.openai_server import OpenAITestServer, ServerProcess
 
     if mode == "process":
         with ServerProcess(python=venv_python(), **options) as server:
@@ -276,12 +273,27 @@ def run_lmms_eval(**kwargs: Any) -> HarnessRun:
 def run_capjudge_cli(args: Sequence[str | Path], *, env: Mapping[str, str], cwd: Path = REPO_ROOT,
                      timeout: float = 600.0, warm: bool = True) -> subprocess.CompletedProcess[str]:
     """`python -m capjudge.tasks.cli ARGS` with exactly `env`, its output captured as text; never raises on a
-    non-zero exit status. (tests/conftest.py's `run_capjudge` is this with the test process's environment.)"""
+    non-zero exit status. (`run_capjudge` below is this with the test process's environment.)"""
     arguments = [str(arg) for arg in args]
     if warm:
         return warm_run("capjudge", arguments, env=env, cwd=cwd, timeout=timeout)
     return subprocess.run([sys.executable, "-m", "capjudge.tasks.cli", *arguments], cwd=cwd, env=dict(env),
                           capture_output=True, text=True, timeout=timeout, check=False)
+
+
+def run_capjudge(*args: str, stdin: str = "", env: dict[str, str] | None = None, timeout: float = 120,
+                 warm: bool = True) -> subprocess.CompletedProcess[str]:
+    """`capjudge ARGS` as a user runs it, from the repository root: warm (run_capjudge_cli) unless
+    `warm=False` or it reads `stdin`, then a real subprocess. MODEL_VERSION is dropped from the inherited
+    environment so a judge model set on the machine cannot change what the tests see."""
+    environment = {key: value for key, value in os.environ.items() if key != "MODEL_VERSION"}
+    environment.update(env or {})
+    if not stdin:
+        return run_capjudge_cli(args, env=environment, cwd=REPO_ROOT, timeout=timeout, warm=warm)
+    return subprocess.run(
+        [sys.executable, "-m", "capjudge.tasks.cli", *args],
+        input=stdin, capture_output=True, text=True, cwd=REPO_ROOT, env=environment, timeout=timeout, check=False,
+    )
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -291,7 +303,7 @@ def run_capjudge_cli(args: Sequence[str | Path], *, env: Mapping[str, str], cwd:
 # Until a test can use the real tasks/gveval folder, this task asks the judge (through the project's one
 # client) with a G-VEval-shaped prompt the test server's rubric responder recognises, parses the four marked
 # scores from the reply text, and emits the same per-item metrics the G-VEval task does.
-_STAND_IN_UTILS = '''"""Stand-in judged caption task written by tests/harness_runs.py (no video: the judge sees text only)."""
+_STAND_IN_UTILS = '''"""Stand-in judged caption task written by tests/support/harness_runs.py (no video: the judge sees text only)."""
 
 from __future__ import annotations
 

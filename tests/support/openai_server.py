@@ -8,7 +8,7 @@ scripted answers can be pushed in front of the responder. Every request is logge
 was answered) and the number of requests in flight is tracked, so tests can assert on all of it.
 
 Run standalone (for lmms-eval subprocesses and benchmarks):
-    python tests/openai_server.py --port 0 --latency 0.2 --responder rubric
+    python -m tests.support.openai_server --port 0 --latency 0.2 --responder rubric
 It prints `READY <base_url>` on stdout once listening.
 """
 
@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable
 
-from batch_service import BatchService
+from tests.support.batch_service import BatchService
 
 
 @dataclass(frozen=True)
@@ -221,12 +221,12 @@ def rubric_responder(body: dict[str, Any]) -> Reply:
     return Reply("I am a test server and did not recognise this prompt.")
 
 
-# Three scripted judges with known, different biases (a panel's test: tests/test_judge_panel.py). Each sees the
+# Three scripted judges with known, different biases (a panel's test: tests/judges/client/test_judge_panel.py). Each sees the
 # same caption quality as the rubric responder, then adds its bias and its own noise (a stable hash of the
 # caption and the model: the same request always gets the same reply, so a rerun from the cache is exact).
 # A caption with the word "wrong" is poor for every member, but "long" still adds its length bias: a model
 # of long "wrong" captions is ranked above one of short correct captions by "long" and below it by the others
-# (the order flip tests/test_leaderboard_panel.py looks for).
+# (the order flip tests/metrics/leaderboard/test_leaderboard_panel.py looks for).
 PANEL_MODELS = ("harsh", "lenient", "long")
 PANEL_NOISE = 3  # G-VEval points either way
 _WRONG = re.compile(r"\bwrong\b", re.IGNORECASE)
@@ -348,7 +348,7 @@ class OpenAITestServer:
         self._httpd = _Server((host, 0), self._handler_class())
         self._httpd.daemon_threads = True
         self._thread: threading.Thread | None = None
-        # The Files and Batches endpoints; each batch line is answered by the same responder (tests/batch_service.py).
+        # The Files and Batches endpoints; each batch line is answered by the same responder (tests/support/batch_service.py).
         self.batch = BatchService(self._answer_batch_line)
 
     # -- control ---------------------------------------------------------------------------------
@@ -686,12 +686,17 @@ class ServerProcess:
 
     def __init__(self, *extra_args: str, responder: str = "rubric", latency: float = 0.0,
                  log_path: str | None = None, python: str | None = None, ready_timeout: float = 60.0):
+        import os
         import subprocess
 
-        command = [python or sys.executable, __file__, "--responder", responder, "--latency", str(latency), *extra_args]
+        from tests.support.paths import with_checkout_on_path
+
+        command = [python or sys.executable, "-m", "tests.support.openai_server", "--responder", responder,
+                   "--latency", str(latency), *extra_args]
         if log_path is not None:
             command += ["--log", str(log_path)]
-        self._process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self._process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                                         env=with_checkout_on_path(os.environ))
         found: list[str] = []
         reader = threading.Thread(target=lambda: found.append(self._process.stdout.readline()), daemon=True)
         reader.start()

@@ -8,8 +8,8 @@ Every ```bash block in README.md carries a marker on the line above its fence:
                                                     test stands in for it, if one does)
 
 `makes` names files (globs allowed) the block must leave, relative to the folder it ran in: an exit status of
-0 alone is not proof (lmms-eval can exit 0 with no results). tests/test_readme_examples.py runs the checkout
-blocks, tests/test_installed_package.py the installed ones, both with a scripted judge behind the judge
+0 alone is not proof (lmms-eval can exit 0 with no results). tests/installed/test_readme_examples.py runs the checkout
+blocks, tests/installed/test_installed_package.py the installed ones, both with a scripted judge behind the judge
 settings of the environment, as a user's configured judge would be.
 """
 
@@ -21,7 +21,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from conftest import REPO_ROOT
+from tests.support.paths import REPO_ROOT
 
 README = REPO_ROOT / "README.md"
 KINDS = ("checkout", "installed")

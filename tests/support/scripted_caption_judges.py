@@ -21,9 +21,9 @@ import json
 import re
 
 import numpy as np
-from conftest import REPO_ROOT
-from harness_runs import TEST_API_KEY
-from openai_server import prompt_text, rubric_responder, with_logprobs
+from tests.support.paths import REPO_ROOT
+from tests.support.harness_runs import TEST_API_KEY
+from tests.support.openai_server import prompt_text, rubric_responder, with_logprobs
 
 from capjudge.judges.gveval.judge import DESCRIPTOR
 

@@ -1,4 +1,4 @@
-"""The files of the judge tests/test_third_judge_from_readme.py builds by the README's "A third judge" list
+"""The files of the judge tests/installed/test_third_judge_from_readme.py builds by the README's "A third judge" list
 (steps 1-9): `refmatch`, a caption beside its reference and 2 frames, one score 1-5, with its own dataset,
 `refmatch_items`. Kept as text, not modules: they are written into a copy of the package, and import
 `capjudge.*` modules that exist only there.

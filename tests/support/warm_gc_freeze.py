@@ -1,4 +1,4 @@
-"""Imported last in tests/warm_launch.py's forkserver: moves every object the server's imports built into the
+"""Imported last in tests/support/warm_launch.py's forkserver: moves every object the server's imports built into the
 garbage collector's permanent generation (`gc.freeze`, made for servers that fork workers).
 
 A warm child inherits the server's heap: torch, transformers, lmms-eval, capjudge, millions of objects that live

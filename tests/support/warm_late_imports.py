@@ -1,4 +1,4 @@
-"""Imported in tests/warm_launch.py's forkserver: modules every warm run used to import only once it ran, so
+"""Imported in tests/support/warm_launch.py's forkserver: modules every warm run used to import only once it ran, so
 each paid for them again (a profile of one warm run of the two demo tasks: 6.1 s of CPU, 2.3 s of it these).
 
 - lmms-eval's `stderr_for_metric` imports two of its own task modules at every aggregation (they bring nltk

@@ -49,9 +49,10 @@ MODULES: dict[str, str] = {"lmms_eval": "lmms_eval", "capjudge": "capjudge.tasks
 # torch, transformers, accelerate, datasets and lmms_eval.tasks, whose imports are most of a launch's cost.
 # warm_task_index: lmms-eval's index of its own task YAMLs, built once in the server (see that module).
 # warm_late_imports: what every run imported only once it ran (see that module).
-PRELOAD = ("warm_launch", "lmms_eval.__main__", "lmms_eval.cli.dispatch", "warm_task_index", "warm_late_imports")
+PRELOAD = ("tests.support.warm_launch", "lmms_eval.__main__", "lmms_eval.cli.dispatch", "tests.support.warm_task_index",
+           "tests.support.warm_late_imports")
 # Imported last: freezes what the server has built so far out of the garbage collector's reach (see it).
-FREEZE = "warm_gc_freeze"
+FREEZE = "tests.support.warm_gc_freeze"
 CAPJUDGE_PACKAGES = ("capjudge.judges", "capjudge.metrics", "capjudge.tasks")
 
 # Set in the server's environment (never the test process's own): its import-time reads must not reach the
@@ -166,10 +167,10 @@ def _ensure_server() -> None:
         _base_sys_path = _interpreter_sys_path()
         multiprocessing.set_forkserver_preload(_preload_modules())
         # PYTHONPATH: the server imports PRELOAD with a new interpreter's sys.path (multiprocessing's forkserver
-        # does not pass the parent's on to it), so the test modules in it need this folder named; the children
-        # set their own sys.path and environment (without it) before they run anything.
+        # does not pass the parent's on to it), so the helpers in it (tests.support.*) need the checkout's root
+        # named; the children set their own sys.path and environment (without it) before they run anything.
         server_env = {**SERVER_ENV, "HF_DATASETS_CACHE": str(_scratch / "server_hf_datasets"),
-                      "PYTHONPATH": str(Path(__file__).resolve().parent)}
+                      "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
         saved = {key: os.environ.get(key) for key in server_env}
         os.environ.update(server_env)  # the server inherits the environment at its start, only then
         try:

@@ -1,6 +1,6 @@
 """lmms-eval's index of its own ~3,200 task YAMLs, built once in the warm-launch server instead of once per run.
 
-Imported only in tests/warm_launch.py's forkserver (it is in PRELOAD there). Every `lmms_eval` run indexes the
+Imported only in tests/support/warm_launch.py's forkserver (it is in PRELOAD there). Every `lmms_eval` run indexes the
 task folder lmms-eval ships (TaskManager._get_task_and_group over ~3,200 YAML files, read by PyYAML's pure-Python
 loader): ~9 s of CPU, 80% of what a warm run costs (profiled). That folder is part of the installed package and
 does not change during a test session, so the server indexes it once, with lmms-eval's own code, and every run

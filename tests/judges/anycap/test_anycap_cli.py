@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 from capjudge.judges.anycap.judge import build_request
-from conftest import run_capjudge as capjudge
-from videos import make_video
+from tests.support.harness_runs import run_capjudge as capjudge
+from tests.support.videos import make_video
 
 
 

@@ -22,9 +22,9 @@ from capjudge.judges.anycap.length_rule import check_instruction_restriction, ch
 from capjudge.judges.datasets.anycap_video import UnknownCaptionType
 from capjudge.judges.types import ImagePart
 from capjudge.judges.video import VideoError
-from conftest import shared_path
-from openai_server import Reply
-from videos import frame_colour, frame_index_of, make_video
+from tests.support.paths import shared_path
+from tests.support.openai_server import Reply
+from tests.support.videos import frame_colour, frame_index_of, make_video
 
 SEED_SHA256 = "5cc8f66d4b57571abbd8ebb5bb464d30ee35ddfd8fb42d470430dcf648d22844"
 

@@ -19,7 +19,7 @@ from capjudge.judges.anycap.length_rule import (
     within_tolerance,
 )
 from capjudge.judges.datasets.anycap_video import UnknownCaptionType, normalise_caption_type
-from conftest import shared_path
+from tests.support.paths import shared_path
 
 
 def n_words(n: int) -> str:

@@ -8,7 +8,7 @@ import unicodedata
 import pytest
 
 from capjudge.judges.anycap.wordcount import count_sentences, count_words, sentences, words
-from conftest import shared_path
+from tests.support.paths import shared_path
 
 
 @pytest.mark.parametrize(

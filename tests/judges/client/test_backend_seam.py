@@ -11,10 +11,10 @@ from capjudge.judges.client import backends
 from capjudge.judges.client.config import ConfigError, JudgeConfig
 from capjudge.judges.client.judge_client import JudgeClient
 from capjudge.judges.types import ChatRequest
-from conftest import REPO_ROOT
-from echo_backend import ECHO, ECHO_HEADER
-from harness_runs import TEST_API_KEY, TEST_JUDGE_MODEL, run_capjudge_cli
-from openai_server import Fault, Reply
+from tests.support.paths import REPO_ROOT
+from tests.support.echo_backend import ECHO, ECHO_HEADER
+from tests.support.harness_runs import TEST_API_KEY, TEST_JUDGE_MODEL, run_capjudge_cli
+from tests.support.openai_server import Fault, Reply
 
 PACKAGE_FOLDERS = ("judges", "metrics", "tasks")
 

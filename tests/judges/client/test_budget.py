@@ -20,10 +20,10 @@ from capjudge.judges.client.rate_limits import (
     parse_duration,
     read_rate_limit_headers,
 )
-from conftest import REPO_ROOT
-from harness_runs import TEXT_JUDGE_SCRIPT
-from openai_server import Fault, OpenAITestServer
-from warm_launch import warm_start
+from tests.support.paths import REPO_ROOT
+from tests.support.harness_runs import TEXT_JUDGE_SCRIPT
+from tests.support.openai_server import Fault, OpenAITestServer
+from tests.support.warm_launch import warm_start
 from capjudge.judges.types import ChatRequest
 
 
@@ -35,7 +35,7 @@ def _judges(server, tmp_path: Path, counts: tuple[int, ...], words: int = 20, ma
     `max_tokens`."""
     environment = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "OPENAI_BASE_URL": server.base_url,
                    "OPENAI_API_KEY": "sk-test", **env}
-    # Warm children (tests/warm_launch.py): real processes of their own, without ~2 s of imports each.
+    # Warm children (tests/support/warm_launch.py): real processes of their own, without ~2 s of imports each.
     processes = [
         warm_start("code", [TEXT_JUDGE_SCRIPT, str(n), str(1000 * k), str(words), str(max_tokens)], cwd=REPO_ROOT,
                    env={**environment, "CAPJUDGE_CACHE": str(tmp_path / ("cache" if shared_budget else f"cache-{k}") / "cache.sqlite")})

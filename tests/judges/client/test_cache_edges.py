@@ -13,8 +13,8 @@ import os
 import sqlite3
 
 import pytest
-from conftest import REPO_ROOT
-from harness_runs import TEST_API_KEY, TEST_JUDGE_MODEL, run_capjudge_cli
+from tests.support.paths import REPO_ROOT
+from tests.support.harness_runs import TEST_API_KEY, TEST_JUDGE_MODEL, run_capjudge_cli
 
 pytestmark = pytest.mark.slow
 

@@ -14,8 +14,8 @@ import pytest
 
 from capjudge.judges.client.config import ConfigError, JudgeConfig
 from capjudge.judges.types import ChatRequest, ImagePart, JudgeReply, ParseFailure
-from openai_server import Fault, OpenAITestServer, Reply, with_logprobs
-from conftest import REPO_ROOT, TESTS_DIR
+from tests.support.openai_server import Fault, OpenAITestServer, Reply, with_logprobs
+from tests.support.paths import REPO_ROOT
 
 VERSION = "test-judge/1"
 
@@ -310,7 +310,7 @@ def test_azure_backend_talks_to_the_deployment_route(server, tmp_path):
 
 def test_test_server_runs_standalone_for_subprocesses():
     process = subprocess.Popen(
-        [sys.executable, str(TESTS_DIR / "openai_server.py")], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        [sys.executable, "-m", "tests.support.openai_server"], cwd=REPO_ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
     )
     try:
         line = process.stdout.readline()

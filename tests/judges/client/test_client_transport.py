@@ -16,7 +16,7 @@ from capjudge.judges.client.cache import ReplyCache
 from capjudge.judges.client.cache_files import CacheError
 from capjudge.judges.client.reply_codec import reply_to_json
 from capjudge.judges.types import ChatRequest, JudgeReply, TokenLogprob, Usage
-from openai_server import OpenAITestServer
+from tests.support.openai_server import OpenAITestServer
 
 
 def _ask(client, prompts):

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from capjudge.judges.client.cache import ReplyCache
 from capjudge.judges.types import JudgeReply, Usage
-from conftest import run_capjudge
-from hostile import refusal_line
+from tests.support.harness_runs import run_capjudge
+from tests.support.hostile import refusal_line
 
 VERSION = "hostile-merge/1"
 KEYS = [f"{i:064x}" for i in range(1, 6)]  # five request keys, as the client's sha256 keys look

@@ -22,9 +22,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import REPO_ROOT
-from harness_runs import TEST_API_KEY, TEST_JUDGE_MODEL, run_capjudge_cli
-from openai_server import OpenAITestServer
+from tests.support.paths import REPO_ROOT
+from tests.support.harness_runs import TEST_API_KEY, TEST_JUDGE_MODEL, run_capjudge_cli
+from tests.support.openai_server import OpenAITestServer
 
 CAPTIONS = REPO_ROOT / "tasks" / "demo" / "captions_good.jsonl"
 TASK = "gveval_demo"

@@ -2,7 +2,7 @@
 naming the input and the problem, before any request; no credential in any form on the screen or on disk.
 
 Real commands (`capjudge judge` on the demo captions) against the OpenAI-compatible test server
-(tests/openai_server.py), which for the credential cases echoes what each request carried (its Authorization
+(tests/support/openai_server.py), which for the credential cases echoes what each request carried (its Authorization
 and api-key headers, its path) at the start of every reply: a key sent as a bearer token, a URL's
 `user:password@` sent as HTTP Basic auth, a `?api-key=` in the URL.
 """
@@ -19,10 +19,10 @@ from urllib.parse import quote
 import pytest
 from capjudge.judges.client.config import MAX_CONCURRENCY, ConfigError, JudgeConfig
 from capjudge.judges.client.redaction import Redactor
-from conftest import REPO_ROOT
-from harness_runs import TEST_API_KEY, TEST_JUDGE_MODEL, run_capjudge_cli
-from hostile import assert_no_secret, assert_no_secret_on_disk, refusal_line
-from openai_server import OpenAITestServer, panel_responder, panel_scores
+from tests.support.paths import REPO_ROOT
+from tests.support.harness_runs import TEST_API_KEY, TEST_JUDGE_MODEL, run_capjudge_cli
+from tests.support.hostile import assert_no_secret, assert_no_secret_on_disk, refusal_line
+from tests.support.openai_server import OpenAITestServer, panel_responder, panel_scores
 
 CAPTIONS = REPO_ROOT / "tasks" / "demo" / "captions_good.jsonl"
 CAPTION_OF = {row["id"]: row["caption"] for row in map(json.loads, CAPTIONS.read_text().splitlines())}

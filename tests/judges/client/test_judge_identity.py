@@ -15,8 +15,8 @@ import sqlite3
 import urllib.request
 
 import pytest
-from openai_server import rubric_responder, with_logprobs
-from test_cache_edges import N_ITEMS, TASK, judge
+from tests.support.openai_server import rubric_responder, with_logprobs
+from tests.judges.client.test_cache_edges import N_ITEMS, TASK, judge
 
 pytestmark = pytest.mark.slow
 

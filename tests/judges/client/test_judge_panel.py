@@ -1,5 +1,5 @@
 """A panel of judges in one lmms-eval run (#28): three scripted judges on the test server with known biases
-(tests/openai_server.py `panel_responder`: one harsh, one lenient, one that prefers longer captions, each with
+(tests/support/openai_server.py `panel_responder`: one harsh, one lenient, one that prefers longer captions, each with
 its own noise), a panel file naming them, and the real demo tasks (real videos, real lmms-eval).
 
 What is checked: every member's per-item metrics are exactly its script; the panel's are the pooled scripts;
@@ -26,9 +26,10 @@ from scipy.stats import kendalltau, spearmanr
 
 from capjudge.judges.client.config import ConfigError
 from capjudge.judges.client.panel import load_panel
-from conftest import REPO_ROOT, run_capjudge, shared_path
-from harness_runs import REPO_TASKS, harness_env, judge_server, launch_lmms_eval, run_capjudge_cli, run_lmms_eval, venv_python
-from openai_server import PANEL_MODELS, Fault, panel_grade, panel_responder, panel_scores
+from tests.support.paths import REPO_ROOT, shared_path
+from tests.support.harness_runs import run_capjudge
+from tests.support.harness_runs import REPO_TASKS, harness_env, judge_server, launch_lmms_eval, run_capjudge_cli, run_lmms_eval, venv_python
+from tests.support.openai_server import PANEL_MODELS, Fault, panel_grade, panel_responder, panel_scores
 
 CAPTIONS = REPO_ROOT / "tasks" / "demo" / "captions_good.jsonl"
 CAPTION_OF = {row["id"]: row["caption"] for row in map(json.loads, CAPTIONS.read_text().splitlines())}
@@ -401,7 +402,7 @@ def _free_port() -> int:
 
 @pytest.mark.slow
 def test_two_accelerate_processes_judge_with_the_panel_as_one_process_does(panel_outcome, tmp_path):
-    """lmms-eval under `accelerate launch` with 2 CPU processes (gloo; see tests/test_multi_process.py for why
+    """lmms-eval under `accelerate launch` with 2 CPU processes (gloo; see tests/tasks/harness/test_multi_process.py for why
     --multi_gpu): each rank asks every member about its half of the items, once, and every per-item value
     and aggregate equals the one-process panel run's."""
     run, _, _ = panel_outcome

@@ -2,7 +2,7 @@
 
 The test server's rate limiter charges a set ratio of capjudge's own estimate (`charge_scale`, with its prompt
 count as OpenAI documents it and, for a request without `max_tokens`, a reply reservation of its own choosing:
-300, where capjudge reserves 512), apart from the usage it reports. Real judging processes (tests/warm_launch.py)
+300, where capjudge reserves 512), apart from the usage it reports. Real judging processes (tests/support/warm_launch.py)
 share one budget folder; the learned ratio is read back from it. The throughput these reach (>= 0.95 of the
 token limit) is a benchmark figure (tests/benchmarks/run.py, `learned_charge`), not asserted here: here the
 learned charge must converge to the server's, and the load sent must never exceed the limit in any window by
@@ -30,15 +30,15 @@ from capjudge.judges.client.charge import (
 )
 from capjudge.judges.client.rate_limits import RateLimitHeaderError, estimate_tokens, read_rate_limit_headers, requested_tokens
 from capjudge.judges.types import ChatRequest
-from openai_server import Fault, OpenAITestServer
-from test_budget import _judges
+from tests.support.openai_server import Fault, OpenAITestServer
+from tests.judges.client.test_budget import _judges
 
 SERVER_DEFAULT_REPLY = 300  # what the server reserves for a reply when the request gives no max_tokens
 WORDS, MAX_TOKENS = 20, 40
 
 
 def _request(max_tokens: int, item: int = 1000) -> ChatRequest:
-    """A request as tests/harness_runs.py's TEXT_JUDGE_SCRIPT builds it."""
+    """A request as tests/support/harness_runs.py's TEXT_JUDGE_SCRIPT builds it."""
     params = {"max_tokens": max_tokens} if max_tokens > 0 else {}
     return ChatRequest(parts=(f"item {item}: judge this caption " + "word " * WORDS,), params=params)
 

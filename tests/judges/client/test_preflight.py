@@ -15,8 +15,8 @@ import pytest
 from capjudge.judges.client.judge_client import JudgeClient
 from capjudge.judges.client.config import JudgeConfig
 from capjudge.judges.types import ChatRequest
-from conftest import REPO_ROOT, shared_path
-from harness_runs import TEST_API_KEY, TEST_JUDGE_MODEL, judge_server, launch_lmms_eval
+from tests.support.paths import REPO_ROOT, shared_path
+from tests.support.harness_runs import TEST_API_KEY, TEST_JUDGE_MODEL, judge_server, launch_lmms_eval
 
 pytestmark = pytest.mark.slow
 
@@ -160,7 +160,7 @@ def test_the_breaker_stops_retrying_a_judge_that_is_gone(tmp_path):
 def test_a_key_revoked_mid_run_trips_the_breaker_the_run_exits_non_zero_and_a_rerun_completes(tmp_path):
     env = {"CAPJUDGE_BREAKER_THRESHOLD": "3"}
     with judge_server() as judge:
-        from openai_server import rubric_responder
+        from tests.support.openai_server import rubric_responder
 
         def revoke_after_four(body):
             if len(judge.log) >= 4:

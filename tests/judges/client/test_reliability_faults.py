@@ -26,8 +26,8 @@ from capjudge.judges.anycap.judge import AnyCapJudge
 from capjudge.judges.client.judge_client import JudgeClient
 from capjudge.judges.client.config import JudgeConfig
 from capjudge.judges.gveval.judge import GVEvalJudge
-from openai_server import Fault, OpenAITestServer, Reply, rubric_responder
-from videos import make_video
+from tests.support.openai_server import Fault, OpenAITestServer, Reply, rubric_responder
+from tests.support.videos import make_video
 
 N_ITEMS = 200
 MAX_ATTEMPTS = 4
@@ -149,7 +149,7 @@ class ScheduledResponder:
         self._lock = threading.Lock()
 
     def __call__(self, body: dict[str, Any]) -> Reply | Fault:
-        from openai_server import prompt_text
+        from tests.support.openai_server import prompt_text
 
         item = int(ITEM_TAG.search(prompt_text(body)).group(1))
         with self._lock:

@@ -22,10 +22,10 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import REPO_ROOT, shared_path
-from harness_runs import harness_env, launch_lmms_eval, venv_python
-from openai_server import ServerProcess
-from warm_launch import WarmProcess, warm_start
+from tests.support.paths import REPO_ROOT, shared_path
+from tests.support.harness_runs import harness_env, launch_lmms_eval, venv_python
+from tests.support.openai_server import ServerProcess
+from tests.support.warm_launch import WarmProcess, warm_start
 
 pytestmark = pytest.mark.slow
 
@@ -76,7 +76,7 @@ def test_a_killed_lmms_eval_run_resumes_from_the_cache_and_matches_an_uninterrup
     with ServerProcess("--latency", LATENCY) as judge:
         # 1. Killed once about half the items have been asked.
         env = harness_env(judge.base_url, cache_path=resumed_cache, datasets_cache=tmp_path / "hf", extra=data_env)
-        # A warm child (tests/warm_launch.py): a process of its own, which SIGKILL ends as it ends any.
+        # A warm child (tests/support/warm_launch.py): a process of its own, which SIGKILL ends as it ends any.
         killed = warm_start("lmms_eval", lmms_eval_args(tmp_path / "killed"), env=env, cwd=REPO_ROOT)
         try:
             wait_for_requests(judge, killed, at_least=N_ITEMS // 2)
@@ -226,7 +226,7 @@ LOAD_SCRIPT = textwrap.dedent(
     """
     import asyncio, json, sys
     sys.path.insert(0, sys.argv[2])
-    from openai_server import OpenAITestServer
+    from tests.support.openai_server import OpenAITestServer
     from capjudge.judges.client.judge_client import JudgeClient
     from capjudge.judges.client.config import JudgeConfig
     from capjudge.judges.anycap.judge import AnyCapJudge
@@ -263,7 +263,7 @@ def test_two_thousand_cached_items_are_rescored_with_no_requests_in_bounded_memo
     script = tmp_path / "load.py"
     script.write_text(LOAD_SCRIPT)
     done = subprocess.run(
-        [venv_python(), str(script), str(tmp_path / "cache.sqlite"), str(REPO_ROOT / "tests"), str(n_items)],
+        [venv_python(), str(script), str(tmp_path / "cache.sqlite"), str(REPO_ROOT), str(n_items)],
         cwd=REPO_ROOT, capture_output=True, text=True, timeout=300, check=False,
     )
     assert done.returncode == 0, done.stderr[-2000:]

@@ -23,9 +23,9 @@ import pytest
 from capjudge.judges.client.judge_client import JudgeClient
 from capjudge.judges.client.config import ConfigError, JudgeConfig
 from capjudge.judges.gveval.judge import GVEvalJudge
-from conftest import REPO_ROOT, shared_path
-from harness_runs import launch_lmms_eval, run_capjudge_cli
-from openai_server import OpenAITestServer, Reply, prompt_text, rubric_responder, with_logprobs
+from tests.support.paths import REPO_ROOT, shared_path
+from tests.support.harness_runs import launch_lmms_eval, run_capjudge_cli
+from tests.support.openai_server import OpenAITestServer, Reply, prompt_text, rubric_responder, with_logprobs
 
 MSVD = ("data", "msvd_eval", "MSVD-Eval.json")
 N_ITEMS = 16

@@ -1,7 +1,7 @@
 """Secrets at the edges (issue 25, items 4 and 5): redaction never changes a score, a placeholder key rewrites
 nothing, and credentials carried by the base URL are never recorded or printed.
 
-Real HTTP against the test server (tests/openai_server.py), the real G-VEval judge and parser, the real reply
+Real HTTP against the test server (tests/support/openai_server.py), the real G-VEval judge and parser, the real reply
 cache, and the real `capjudge judge` command as a subprocess.
 """
 
@@ -20,9 +20,9 @@ import pytest
 from capjudge.judges.client.judge_client import JudgeClient
 from capjudge.judges.client.config import JudgeConfig
 from capjudge.judges.gveval.judge import GVEvalJudge
-from conftest import REPO_ROOT
-from harness_runs import TEST_JUDGE_MODEL, run_capjudge_cli
-from openai_server import OpenAITestServer, tokens_of, with_logprobs
+from tests.support.paths import REPO_ROOT
+from tests.support.harness_runs import TEST_JUDGE_MODEL, run_capjudge_cli
+from tests.support.openai_server import OpenAITestServer, tokens_of, with_logprobs
 
 REFERENCES = ["A dog runs across a park.", "A brown dog plays fetch."]
 SCORES = "The Accuracy score is α80α.\nThe Completeness score is β70β.\nThe Conciseness score is ψ60ψ.\nThe Relevance score is δ50δ."

@@ -14,8 +14,9 @@ import yaml
 from capjudge.judges.datasets import known_datasets, vatex_eval
 from capjudge.judges.datasets.items import DatasetError
 from capjudge.judges.datasets.known_datasets import SHIPPED_DATASETS, item_format_of
-from conftest import REPO_ROOT, TESTS_DIR, run_capjudge
-from hostile import refusal_line
+from tests.support.paths import REPO_ROOT, SUPPORT_DIR
+from tests.support.harness_runs import run_capjudge
+from tests.support.hostile import refusal_line
 
 DATASETS_DIR = REPO_ROOT / "judges" / "datasets"
 # What a dataset module may import from capjudge: its own package, and the bottom-layer file readers.
@@ -127,7 +128,7 @@ def test_metadata_that_names_no_usable_dataset_is_one_dataset_error_naming_the_t
 
 def test_capjudge_judge_refuses_a_task_naming_an_unknown_dataset_with_one_line(tmp_path):
     folder = tmp_path / "toy_judge"
-    shutil.copytree(TESTS_DIR / "toy_judge", folder)
+    shutil.copytree(SUPPORT_DIR / "toy_judge", folder)
     yaml_path = folder / "toy.yaml"
     yaml_path.write_text(yaml_path.read_text(encoding="utf-8").replace("dataset: toy_items", "dataset: toy_itemz"),
                          encoding="utf-8")

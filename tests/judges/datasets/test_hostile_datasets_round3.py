@@ -13,8 +13,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import run_capjudge, shared_path
-from hostile import refusal_line
+from tests.support.paths import shared_path
+from tests.support.harness_runs import run_capjudge
+from tests.support.hostile import refusal_line
 
 MSVD = ("data", "msvd_eval", "MSVD-Eval.json")
 ANYCAP = ("data", "anycapeval_video", "anycapeval_video_ref_style.jsonl")

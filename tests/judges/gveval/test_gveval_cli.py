@@ -9,8 +9,8 @@ import pytest
 from PIL import Image
 
 from capjudge.judges.gveval.judge import render_prompt
-from conftest import run_capjudge as capjudge
-from videos import make_video
+from tests.support.harness_runs import run_capjudge as capjudge
+from tests.support.videos import make_video
 
 GOOD = "Reasoning.\nThe Accuracy score is α85α.\nThe Completeness score is β**70**β.\nψ 90 ψ\nδ80.5δ."
 

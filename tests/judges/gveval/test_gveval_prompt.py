@@ -26,12 +26,12 @@ from capjudge.judges.gveval.judge import (
 from capjudge.judges.gveval.parser import GVEvalResult
 from capjudge.judges.types import ChatRequest, ImagePart, JudgeOutcome, JudgeReply, ParseFailure, Usage
 from capjudge.judges.video import VideoError, sample_indices
-from videos import frame_colour, frame_index_of, make_video
+from tests.support.videos import frame_colour, frame_index_of, make_video
+from tests.support.paths import REPO_ROOT, SHARED
 
-SHARED = Path(__file__).resolve().parents[2] / "shared"
 SEED = SHARED / "seeds" / "000_ae9358ab5d59d215.txt"
 EXAMPLE = SHARED / "data" / "gveval_example"
-PACKAGED_SEED = Path(__file__).resolve().parents[1] / "judges" / "templates" / "gveval_accr_video.txt"
+PACKAGED_SEED = REPO_ROOT / "judges" / "templates" / "gveval_accr_video.txt"
 
 
 def seed_bytes() -> bytes:

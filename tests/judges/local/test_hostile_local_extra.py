@@ -12,9 +12,9 @@ import os
 import subprocess
 
 import pytest
-from conftest import REPO_ROOT
-from hostile import refusal_line
-from warm_launch import warm_start
+from tests.support.paths import REPO_ROOT
+from tests.support.hostile import refusal_line
+from tests.support.warm_launch import warm_start
 
 
 def _capjudge_without(modules: tuple[str, ...], *args: str, tmp_path) -> subprocess.CompletedProcess[str]:

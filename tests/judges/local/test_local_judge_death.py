@@ -2,7 +2,7 @@
 
 Real processes and real signals: `capjudge serve-local` has its server child crash with SIGSEGV and must stop
 with a message naming the signal, the server log and what to try. (The server killed while `capjudge demo`
-judges, and the rerun that reuses every cached reply: tests/test_demo_pipeline.py.)
+judges, and the rerun that reuses every cached reply: tests/tasks/runs/test_demo_pipeline.py.)
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ import sys
 
 import pytest
 
-from conftest import REPO_ROOT
-from local_judge_processes import clean_env, local_server_pid
+from tests.support.paths import REPO_ROOT
+from tests.support.local_judge_processes import clean_env, local_server_pid
 
 
 @pytest.mark.slow

@@ -18,7 +18,7 @@ from capjudge.judges.local.options import LocalServerError, ServeOptions, defaul
 from capjudge.judges.local.launcher import LocalJudgeServer
 from capjudge.judges.local.llama_server import text_only_messages
 from capjudge.judges.types import ChatRequest, ImagePart, JudgeReply, ParseFailure
-from conftest import REPO_ROOT
+from tests.support.paths import REPO_ROOT
 from PIL import Image
 
 TEMPLATES = REPO_ROOT / "judges" / "templates"

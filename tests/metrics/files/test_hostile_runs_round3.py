@@ -13,15 +13,15 @@ import json
 import shutil
 
 import pytest
-from conftest import REPO_ROOT
-from harness_runs import (
+from tests.support.paths import REPO_ROOT
+from tests.support.harness_runs import (
     TEST_API_KEY,
     TEST_JUDGE_MODEL,
     judge_server,
     run_capjudge_cli,
     run_lmms_eval,
 )
-from hostile import refusal_line
+from tests.support.hostile import refusal_line
 
 pytestmark = pytest.mark.slow
 

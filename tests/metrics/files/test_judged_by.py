@@ -3,8 +3,8 @@ with one member and no values of its own apart; a panel's members, file and quor
 from its results' `<metric>@<member>` names. A panel record that does not say what one says is a RunFileError
 naming the file and line, whichever reader asked (the item report, `correlate --run`).
 
-The lines and results here are those the real runs write (tests/test_judge_panel.py, tests/test_item_report_panel.py
-and tests/test_leaderboard_panel.py read them from lmms-eval runs end to end); these pin the reading rules and
+The lines and results here are those the real runs write (tests/judges/client/test_judge_panel.py, tests/metrics/item_report/test_item_report_panel.py
+and tests/metrics/leaderboard/test_leaderboard_panel.py read them from lmms-eval runs end to end); these pin the reading rules and
 the refusals on their own, without a harness run.
 """
 

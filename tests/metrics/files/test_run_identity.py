@@ -16,10 +16,10 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import REPO_ROOT
-from harness_runs import harness_env, judge_server, run_capjudge_cli, run_lmms_eval
-from openai_server import rubric_responder, with_logprobs
-from warm_launch import warm_start
+from tests.support.paths import REPO_ROOT
+from tests.support.harness_runs import harness_env, judge_server, run_capjudge_cli, run_lmms_eval
+from tests.support.openai_server import rubric_responder, with_logprobs
+from tests.support.warm_launch import warm_start
 
 pytestmark = pytest.mark.slow
 
@@ -73,7 +73,7 @@ def test_two_tasks_of_one_model_finishing_in_the_same_second_both_reach_the_lead
     out = tmp_path / "judged"
     gate = _AnswerTogether(expected=2 * N_ITEMS)
     with judge_server(responder=gate) as judge:
-        processes = [  # two processes at once (warm children, tests/warm_launch.py)
+        processes = [  # two processes at once (warm children, tests/support/warm_launch.py)
             warm_start("capjudge", _judge_command(task, out)[3:], env=_env(judge, tmp_path / task), cwd=REPO_ROOT)
             for task in (GVEVAL, ANYCAP)
         ]

@@ -11,8 +11,9 @@ import pytest
 from capjudge.metrics.human_correlation.baseline_cache import cached_baselines
 from capjudge.metrics.human_correlation.baselines import BASELINE_SCORERS, BaselineUnavailable, caption_metric_scores, check_requirements
 from capjudge.judges.datasets.msvd_eval import AccrScores, MsvdEvalError, MsvdItem, human_matrix, load_msvd_eval
+from tests.support.paths import SHARED
 
-MSVD_PATH = Path(__file__).resolve().parents[2] / "shared" / "data" / "msvd_eval" / "MSVD-Eval.json"
+MSVD_PATH = SHARED / "data" / "msvd_eval" / "MSVD-Eval.json"
 
 
 @pytest.fixture(scope="module")

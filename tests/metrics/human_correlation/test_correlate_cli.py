@@ -10,11 +10,12 @@ import pytest
 from scipy import stats
 
 from capjudge.metrics.human_correlation.baselines import BASELINE_SCORERS
-from conftest import run_capjudge
+from tests.support.harness_runs import run_capjudge
 from capjudge.judges.gveval.parser import SCORE_NAMES
 from capjudge.judges.datasets.msvd_eval import human_matrix, load_msvd_eval
+from tests.support.paths import SHARED
 
-MSVD_PATH = Path(__file__).resolve().parents[2] / "shared" / "data" / "msvd_eval" / "MSVD-Eval.json"
+MSVD_PATH = SHARED / "data" / "msvd_eval" / "MSVD-Eval.json"
 COEFFICIENT_KEYS = {"kendall_b", "kendall_c", "pearson", "spearman"}
 
 

@@ -31,7 +31,8 @@ from capjudge.metrics.human_correlation.plots import (
 from capjudge.judges.gveval.parser import SCORE_NAMES
 from capjudge.judges.datasets.msvd_eval import human_matrix, load_msvd_eval
 from capjudge.metrics.human_correlation.correlation_report import build_report, report_to_json
-from conftest import run_capjudge, shared_path
+from tests.support.paths import shared_path
+from tests.support.harness_runs import run_capjudge
 
 SETTINGS = BootstrapSettings(n_resamples=200, seed=3)
 

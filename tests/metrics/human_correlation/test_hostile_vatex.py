@@ -23,9 +23,10 @@ from capjudge.judges.datasets.vatex_eval import (
     load_vatex_eval,
     ratings_matrix,
 )
-from conftest import REPO_ROOT, run_capjudge
-from harness_runs import TEST_API_KEY, TEST_JUDGE_MODEL, judge_server, run_capjudge_cli
-from hostile import refusal_line
+from tests.support.paths import REPO_ROOT
+from tests.support.harness_runs import run_capjudge
+from tests.support.harness_runs import TEST_API_KEY, TEST_JUDGE_MODEL, judge_server, run_capjudge_cli
+from tests.support.hostile import refusal_line
 from scipy.stats import kendalltau
 
 # Three clips of two candidates; ratings spread so that every coefficient is defined.

@@ -24,7 +24,8 @@ from capjudge.judges.datasets.vatex_eval import (
     load_vatex_eval,
     ratings_matrix,
 )
-from conftest import run_capjudge, shared_path
+from tests.support.paths import shared_path
+from tests.support.harness_runs import run_capjudge
 from scipy.stats import kendalltau
 
 pytestmark = pytest.mark.slow
@@ -192,7 +193,7 @@ def test_a_cache_file_with_a_non_finite_score_is_not_used(tmp_path, bad):
     key = vatex_cache_key(candidates, 1, pycocoevalcap_version())
     scores = {name: [0.5, 0.25] for name in BASELINE_SCORERS}
     path = tmp_path / "cache.json"
-    # Sealed with its digest, as the cache writes it: a file without one is stale (tests/test_hostile_vatex.py).
+    # Sealed with its digest, as the cache writes it: a file without one is stale (tests/metrics/human_correlation/test_hostile_vatex.py).
     path.write_text(json.dumps(sealed({"format": CACHE_FORMAT, "key": key, "scores": scores})))
     ids = ("clip_a#0", "clip_a#1")
     assert read_cache(path, key, ids)[0] is not None  # the same file with finite scores is read

@@ -9,7 +9,8 @@ import json
 import numpy as np
 import pytest
 from capjudge.judges.datasets.vatex_eval import load_vatex_eval, ratings_matrix
-from conftest import run_capjudge, shared_path
+from tests.support.paths import shared_path
+from tests.support.harness_runs import run_capjudge
 from scipy.stats import kendalltau, spearmanr
 
 VATEX = ("data", "vatex_eval", "vid_cans_score_dict.json")

@@ -25,7 +25,7 @@ from capjudge.metrics.human_correlation.vatex_protocols import (
     clustered_design,
     gveval_mean_rating_protocol,
 )
-from conftest import shared_path
+from tests.support.paths import shared_path
 from scipy.stats import kendalltau, spearmanr
 
 VATEX_FILE = ("data", "vatex_eval", "vid_cans_score_dict.json")

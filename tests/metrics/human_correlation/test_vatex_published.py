@@ -7,7 +7,8 @@ import json
 import math
 
 from capjudge.metrics.human_correlation.vatex_published import published_figures, published_to_table
-from conftest import run_capjudge, shared_path
+from tests.support.paths import shared_path
+from tests.support.harness_runs import run_capjudge
 
 
 def test_every_published_figure_names_its_source_setting_and_protocol():

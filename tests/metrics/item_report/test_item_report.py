@@ -7,7 +7,7 @@ written one), never gives a parsable reply for one caption (a failed item, after
 "poor"'s G-VEval replies differently each time, with two replies per item (a spread of k replies). AnyCap's
 videos are a copy; one is deleted after judging, as when runs outlive their clips.
 
-The page is then opened in headless Chromium (tests/browser.py): the tests read its DOM for loaded images,
+The page is then opened in headless Chromium (tests/support/browser.py): the tests read its DOM for loaded images,
 the filters, the sorting, the leaderboard link, and the requests it made, against what the runs' files say.
 """
 
@@ -22,9 +22,10 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from conftest import REPO_ROOT, run_capjudge
-from harness_runs import TEST_API_KEY, TEST_JUDGE_MODEL, judge_server, run_capjudge_cli, run_lmms_eval
-from openai_server import Reply, prompt_text, rubric_responder, with_logprobs
+from tests.support.paths import REPO_ROOT
+from tests.support.harness_runs import run_capjudge
+from tests.support.harness_runs import TEST_API_KEY, TEST_JUDGE_MODEL, judge_server, run_capjudge_cli, run_lmms_eval
+from tests.support.openai_server import Reply, prompt_text, rubric_responder, with_logprobs
 
 pytestmark = pytest.mark.slow
 

@@ -2,7 +2,7 @@
 pooled and left out, and the members' agreement, read in a real browser against the run's own files.
 
 One real lmms-eval run of the first four G-VEval demo items, judged by the three scripted members of the test
-server (tests/openai_server.py `panel_responder`: harsh, lenient, long), named in the panel file apart from
+server (tests/support/openai_server.py `panel_responder`: harsh, lenient, long), named in the panel file apart from
 their models (strict, kind, verbose) so that the page's name and model can be told apart. Two members give an
 unparsable reply to some captions: "long" to g02 and g03, "lenient" to g03, so g02 is pooled from two members
 with one left out, and g03 from one member, below the quorum of two (the panel does not score it).
@@ -15,9 +15,10 @@ import math
 from types import SimpleNamespace
 
 import pytest
-from conftest import REPO_ROOT, run_capjudge
-from harness_runs import judge_server, launch_lmms_eval
-from openai_server import PANEL_MODELS, Reply, panel_responder, prompt_text
+from tests.support.paths import REPO_ROOT
+from tests.support.harness_runs import run_capjudge
+from tests.support.harness_runs import judge_server, launch_lmms_eval
+from tests.support.openai_server import PANEL_MODELS, Reply, panel_responder, prompt_text
 
 pytestmark = pytest.mark.slow
 

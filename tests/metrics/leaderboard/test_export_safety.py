@@ -14,8 +14,9 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import REPO_ROOT, run_capjudge
-from harness_runs import harness_env, judge_server
+from tests.support.paths import REPO_ROOT
+from tests.support.harness_runs import run_capjudge
+from tests.support.harness_runs import harness_env, judge_server
 
 pytestmark = pytest.mark.slow
 

@@ -28,9 +28,10 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import REPO_ROOT, run_capjudge
-from harness_runs import judge_server, run_lmms_eval
-from openai_server import prompt_text, with_logprobs
+from tests.support.paths import REPO_ROOT
+from tests.support.harness_runs import run_capjudge
+from tests.support.harness_runs import judge_server, run_lmms_eval
+from tests.support.openai_server import prompt_text, with_logprobs
 
 DEMO = REPO_ROOT / "tasks" / "demo"
 SETS = ("good", "fair", "poor")

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from harness_runs import REPO_TASKS, judge_server, run_lmms_eval
+from tests.support.harness_runs import REPO_TASKS, judge_server, run_lmms_eval
 
 from capjudge.tasks.cli.main import main as capjudge_main
 from capjudge.metrics.leaderboard.board import build_leaderboard

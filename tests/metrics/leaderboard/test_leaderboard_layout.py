@@ -3,7 +3,7 @@ leaderboard.md within 120 columns for 10 models on both tasks' full metric lists
 dimension scores and judge-human correlations, AnyCap with its per-type scores, rates and caption length).
 
 The runs are built in memory with the shapes `capjudge.metrics.files.runs` reads from lmms-eval (the real-run
-path is tests/test_leaderboard.py); every file is written by the real writers and read back.
+path is tests/metrics/leaderboard/test_leaderboard.py); every file is written by the real writers and read back.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ MODELS = (
 
 def _gveval_run(quality: float, rng: np.random.Generator) -> TaskRun:
     values = {m: np.clip(rng.normal(100 * quality, 12, N_ITEMS), 0, 100) for m in GVEVAL_SCORES}
-    failed = np.zeros(N_ITEMS, dtype=bool)  # failures (and their warnings) are tests/test_leaderboard.py's
+    failed = np.zeros(N_ITEMS, dtype=bool)  # failures (and their warnings) are tests/metrics/leaderboard/test_leaderboard.py's
     for metric in GVEVAL_SCORES:
         values[metric][failed] = np.nan
     values["gveval_failed"] = failed.astype(float)
@@ -251,7 +251,7 @@ def test_one_reply_per_item_shows_no_judge_noise_column(written):
 
 
 # ---------------------------------------------------------------------------------------------------------
-# In a real browser (tests/browser.py: headless Chromium at 1366 x 900, a laptop screen)
+# In a real browser (tests/support/browser.py: headless Chromium at 1366 x 900, a laptop screen)
 # ---------------------------------------------------------------------------------------------------------
 
 

@@ -25,8 +25,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 from capjudge.tasks.cli.main import main as capjudge_main
-from harness_runs import REPO_TASKS, judge_server, run_lmms_eval
-from openai_server import prompt_text, with_logprobs
+from tests.support.harness_runs import REPO_TASKS, judge_server, run_lmms_eval
+from tests.support.openai_server import prompt_text, with_logprobs
 
 TASK = "gveval_demo"
 METRIC = "gveval_mean"

@@ -19,9 +19,10 @@ import threading
 
 import numpy as np
 import pytest
-from conftest import REPO_ROOT, run_capjudge
-from harness_runs import judge_synthetic_msvd, run_capjudge_cli
-from openai_server import OpenAITestServer, Reply, prompt_text
+from tests.support.paths import REPO_ROOT
+from tests.support.harness_runs import run_capjudge
+from tests.support.harness_runs import judge_synthetic_msvd, run_capjudge_cli
+from tests.support.openai_server import OpenAITestServer, Reply, prompt_text
 
 from capjudge.metrics.leaderboard.stats import LeaderboardSettings, mean_estimate, paired_comparison
 

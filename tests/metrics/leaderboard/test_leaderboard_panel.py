@@ -3,7 +3,7 @@ the pairs of models whose order changes between members, and the members' agreem
 tau-b, each member's offset), in leaderboard.md, .csv and .html.
 
 Real runs: lmms-eval on the real `gveval_demo` task (6 items) for three caption sets, each judged by the test
-server's three scripted judges (tests/openai_server.py `panel_responder`: harsh, lenient, and long, which
+server's three scripted judges (tests/support/openai_server.py `panel_responder`: harsh, lenient, and long, which
 prefers long captions). `good` is the demo's good captions; `fair` short correct ones; `verbose` long
 captions with the word "wrong", which every member scores low except that "long" still adds its length bias.
 So every member ranks `good` first, harsh and lenient rank `fair` above `verbose`, and long the other way: the
@@ -22,9 +22,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO_ROOT, run_capjudge
-from harness_runs import judge_server, run_lmms_eval
-from openai_server import PANEL_MODELS, panel_responder
+from tests.support.paths import REPO_ROOT
+from tests.support.harness_runs import run_capjudge
+from tests.support.harness_runs import judge_server, run_lmms_eval
+from tests.support.openai_server import PANEL_MODELS, panel_responder
 
 TASK = "gveval_demo"
 MAIN = "gveval_mean"

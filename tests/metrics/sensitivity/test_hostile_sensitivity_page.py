@@ -2,7 +2,7 @@
 have edited, cut short or made up. Every broken file is one line naming the file (and the item, caption and
 scorer where there is one) and the problem, exit 2, no traceback, no output folder made; hostile text inside a
 well-formed file (markup, a closing </script>) reaches the page only as data its script puts in as text (the
-browser test, tests/test_sensitivity_page.py, opens such a page).
+browser test, tests/metrics/sensitivity/test_sensitivity_page.py, opens such a page).
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import json
 import re
 
 import pytest
-from conftest import REPO_ROOT
-from harness_runs import run_capjudge_cli
-from hostile import refusal_line
+from tests.support.paths import REPO_ROOT
+from tests.support.harness_runs import run_capjudge_cli
+from tests.support.hostile import refusal_line
 
 from capjudge.metrics.sensitivity.items_file import MAX_FILE_BYTES
 

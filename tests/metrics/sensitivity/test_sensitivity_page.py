@@ -1,5 +1,5 @@
 """The per-item sensitivity page (issue #39 item 7): a real `capjudge sensitivity` run against scripted judges
-through the test server (tests/scripted_caption_judges.py), then its page opened in headless Chromium and read
+through the test server (tests/support/scripted_caption_judges.py), then its page opened in headless Chromium and read
 back against the JSON the same run wrote: every item, every caption's text, every score, every reply, the
 wrong-way marks exactly where the JSON's per-item shift has the wrong sign, a failed parse shown as failed
 (never 0), hostile text in captions and replies shown as text, and nothing asked of the network.
@@ -12,10 +12,10 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import REPO_ROOT
-from harness_runs import judge_server, run_capjudge_cli
-from openai_server import prompt_text, with_logprobs
-from scripted_caption_judges import TASK, DemoWorld, judge_env
+from tests.support.paths import REPO_ROOT
+from tests.support.harness_runs import judge_server, run_capjudge_cli
+from tests.support.openai_server import prompt_text, with_logprobs
+from tests.support.scripted_caption_judges import TASK, DemoWorld, judge_env
 
 from capjudge.metrics.sensitivity.perturbations import PERTURBATIONS, perturb_all
 

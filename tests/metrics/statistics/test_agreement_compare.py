@@ -15,8 +15,9 @@ from capjudge.metrics.statistics.compare import compare_scorers, williams_test
 from capjudge.metrics.statistics.correlation import BootstrapSettings
 from capjudge.judges.gveval.parser import SCORE_NAMES
 from capjudge.judges.datasets.msvd_eval import human_matrix, load_msvd_eval
+from tests.support.paths import SHARED
 
-MSVD_PATH = Path(__file__).resolve().parents[2] / "shared" / "data" / "msvd_eval" / "MSVD-Eval.json"
+MSVD_PATH = SHARED / "data" / "msvd_eval" / "MSVD-Eval.json"
 FAST = BootstrapSettings(n_resamples=200, seed=0)
 
 

@@ -23,8 +23,9 @@ from capjudge.metrics.statistics.correlation import (
     correlate,
 )
 from capjudge.judges.datasets.msvd_eval import human_matrix, load_msvd_eval
+from tests.support.paths import SHARED
 
-MSVD_PATH = Path(__file__).resolve().parents[2] / "shared" / "data" / "msvd_eval" / "MSVD-Eval.json"
+MSVD_PATH = SHARED / "data" / "msvd_eval" / "MSVD-Eval.json"
 SCIPY = {
     "pearson": lambda x, y: stats.pearsonr(x, y),
     "spearman": lambda x, y: stats.spearmanr(x, y),

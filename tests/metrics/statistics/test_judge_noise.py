@@ -15,9 +15,10 @@ import numpy as np
 import pytest
 from capjudge.judges.record import JudgedRecord
 from capjudge.metrics.statistics.reliability import ReliabilityError, retest_statistics, sample_matrix
-from conftest import REPO_ROOT, run_capjudge
-from harness_runs import judge_synthetic_msvd
-from openai_server import OpenAITestServer, Reply, prompt_text
+from tests.support.paths import REPO_ROOT
+from tests.support.harness_runs import run_capjudge
+from tests.support.harness_runs import judge_synthetic_msvd
+from tests.support.openai_server import OpenAITestServer, Reply, prompt_text
 
 pytestmark = pytest.mark.slow
 
@@ -119,8 +120,8 @@ def test_two_judges_on_the_same_runs_agreement_and_ranking(tmp_path):
     """Two judges (the rubric responder, and a harsher one that takes 20 off every score) on the same two
     caption sets: tau-b and Spearman equal scipy's on the common items, the mean difference is about -20, and
     the ranking (good over poor) does not change."""
-    from harness_runs import run_lmms_eval
-    from openai_server import rubric_responder
+    from tests.support.harness_runs import run_lmms_eval
+    from tests.support.openai_server import rubric_responder
     from scipy import stats
 
     def harsh(body):

@@ -32,9 +32,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import REPO_ROOT, run_capjudge
-from harness_runs import harness_env, judge_server
-from openai_server import Reply, prompt_text
+from tests.support.paths import REPO_ROOT
+from tests.support.harness_runs import run_capjudge
+from tests.support.harness_runs import harness_env, judge_server
+from tests.support.openai_server import Reply, prompt_text
 
 pytestmark = pytest.mark.slow
 

@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 
 from capjudge.tasks.cli.main import COMMAND_MODULES, build_parser
-from conftest import run_capjudge
+from tests.support.harness_runs import run_capjudge
+from tests.support.paths import REPO_ROOT
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
 CLI_FOLDER = REPO_ROOT / "tasks" / "cli"
 # The commands capjudge has today; a module dropped from COMMAND_MODULES takes its commands out of this set.
 KNOWN_COMMANDS = {
@@ -108,7 +108,7 @@ BLOCKED = {blocked!r}
 class Blocker(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path=None, target=None):
         if name == BLOCKED:
-            raise ImportError(f"{{name}}: blocked by tests/test_cli_layout.py")
+            raise ImportError(f"{{name}}: blocked by tests/tasks/cli/test_cli_layout.py")
         return None
 
 
@@ -123,5 +123,5 @@ def test_a_command_module_that_cannot_import_fails_every_capjudge_call_loudly(tm
                           warm=False)  # sitecustomize acts at interpreter start-up
     assert result.returncode != 0, "capjudge ran without one of its command modules"
     assert "Traceback (most recent call last)" in result.stderr
-    assert f"ImportError: {blocked}: blocked by tests/test_cli_layout.py" in result.stderr
+    assert f"ImportError: {blocked}: blocked by tests/tasks/cli/test_cli_layout.py" in result.stderr
     assert "usage:" not in result.stdout  # no help without the command

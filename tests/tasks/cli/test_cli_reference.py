@@ -7,7 +7,7 @@ import sys
 
 from capjudge.tasks.cli.main import build_parser
 from capjudge.tasks.cli.reference import END, START, subcommands, table
-from conftest import REPO_ROOT
+from tests.support.paths import REPO_ROOT
 
 README = REPO_ROOT / "README.md"
 

@@ -15,8 +15,8 @@ import json
 import pytest
 from capjudge.tasks.cli import bounds
 from capjudge.tasks.cli.main import build_parser
-from conftest import run_capjudge
-from hostile import refusal_line
+from tests.support.harness_runs import run_capjudge
+from tests.support.hostile import refusal_line
 
 ABSENT = "/nonexistent/never-read"
 

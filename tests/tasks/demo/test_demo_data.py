@@ -12,8 +12,8 @@ from capjudge.judges.anycap.length_rule import (
     check_instruction_restriction,
     check_length_tolerance,
 )
-import demo_data
-from demo_data import (
+from tests.support import demo_data
+from tests.support.demo_data import (
     ANYCAP_ITEMS,
     CAPTION_SETS,
     CLIPS,
@@ -21,7 +21,7 @@ from demo_data import (
     FRAME_SIZE,
     GVEVAL_ITEMS,
 )
-from conftest import REPO_ROOT
+from tests.support.paths import REPO_ROOT
 
 COMMITTED = REPO_ROOT / "tasks" / "demo"
 JSONL_FILES = (

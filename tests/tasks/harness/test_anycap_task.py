@@ -3,7 +3,7 @@
 Two lmms-eval runs (module-scoped, ~25 s each):
 - the shared 189-item JSONL with --limit 10 and only the first item's clip present: the items without a clip
   are unjudged (video_missing), the run finishes, and each sample still records its word counts and length
-  check (with no clip at all the run stops at load: tests/test_preflight.py);
+  check (with no clip at all the run stops at load: tests/judges/client/test_preflight.py);
 - a tiny set of every caption type pointing at videos encoded here with PyAV: 8 JPEG frames per request,
   per-type metrics, a length cap that lowers a score, and a tolerance overridden from the environment.
 
@@ -20,9 +20,9 @@ from types import SimpleNamespace
 import pytest
 from capjudge.judges.datasets.anycap_video import parse_anycap_record
 from capjudge.tasks.judged.anycap_task import AnyCapSettings, judge_item
-from conftest import shared_path
-from harness_runs import TEST_JUDGE_MODEL, judge_server, run_lmms_eval
-from videos import frame_index_of, make_video
+from tests.support.paths import shared_path
+from tests.support.harness_runs import TEST_JUDGE_MODEL, judge_server, run_lmms_eval
+from tests.support.videos import frame_index_of, make_video
 
 pytestmark = pytest.mark.slow
 

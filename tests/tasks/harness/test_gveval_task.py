@@ -4,7 +4,7 @@ Two lmms-eval runs (module-scoped, ~25 s each):
 - MSVD-Eval from ../shared, --limit 8, videos for the first half of the items only: `gveval` judges those and
   reports the rest unjudged (video_missing), and the run still finishes; `gveval_references` judges the
   human-rated candidates against the references, so the results carry the means and the Kendall tau-b with
-  the annotators. (With no video at all the run stops at load: tests/test_preflight.py.)
+  the annotators. (With no video at all the run stops at load: tests/judges/client/test_preflight.py.)
 - a tiny MSVD-Eval-shaped set pointing at videos encoded here with PyAV: frames mode end to end (the judge
   receives the 1536x512 three-frame strip sampled from each video), one unreadable video, and a judge setting
   overridden from the environment.
@@ -20,10 +20,10 @@ from types import SimpleNamespace
 import pytest
 from capjudge.judges.datasets.msvd_eval import parse_msvd_record
 from capjudge.tasks.judged.gveval_task import GVEvalSettings, judge_item
-from conftest import shared_path
-from harness_runs import TEST_JUDGE_MODEL, judge_server, run_lmms_eval
+from tests.support.paths import shared_path
+from tests.support.harness_runs import TEST_JUDGE_MODEL, judge_server, run_lmms_eval
 from scipy.stats import kendalltau
-from videos import frame_index_of, make_video
+from tests.support.videos import frame_index_of, make_video
 
 pytestmark = pytest.mark.slow
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 from capjudge.tasks.judged import anycap_task, gveval_task
-from conftest import REPO_ROOT
+from tests.support.paths import REPO_ROOT
 
 TASKS = REPO_ROOT / "tasks"
 
@@ -63,7 +63,7 @@ def test_a_real_run_writes_no_metric_without_a_value(tmp_path):
     """lmms-eval aggregates every key process_results returns: a log-only key used to show up in the results
     JSON as an empty list (`judgment,none: []`). Every value there must now be a number (or lmms-eval's "N/A"
     for a standard error it does not compute)."""
-    from harness_runs import judge_server, run_lmms_eval
+    from tests.support.harness_runs import judge_server, run_lmms_eval
 
     captions = REPO_ROOT / "tasks" / "demo" / "captions_good.jsonl"
     with judge_server() as judge:

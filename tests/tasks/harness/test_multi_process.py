@@ -18,8 +18,9 @@ from pathlib import Path
 import pytest
 from capjudge.judges.client.cache import ReplyCache
 from capjudge.judges.client.cache_files import CacheError, check_local_filesystem, filesystem_type
-from conftest import REPO_ROOT, run_capjudge
-from harness_runs import REPO_TASKS, harness_env, judge_server, run_lmms_eval, venv_python
+from tests.support.paths import REPO_ROOT
+from tests.support.harness_runs import run_capjudge
+from tests.support.harness_runs import REPO_TASKS, harness_env, judge_server, run_lmms_eval, venv_python
 
 CAPTIONS = REPO_ROOT / "tasks" / "demo" / "captions_good.jsonl"
 TASKS = ("gveval_demo", "anycap_style_demo")

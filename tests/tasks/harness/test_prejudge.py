@@ -9,8 +9,8 @@ its own progress bar, and `--predict_only` judges nothing.
 from __future__ import annotations
 
 import pytest
-from conftest import REPO_ROOT
-from harness_runs import judge_server, launch_lmms_eval, run_lmms_eval
+from tests.support.paths import REPO_ROOT
+from tests.support.harness_runs import judge_server, launch_lmms_eval, run_lmms_eval
 
 pytestmark = pytest.mark.slow
 
@@ -90,7 +90,7 @@ def test_captions_are_judged_as_process_results_sees_them_reasoning_stripped(tmp
 def test_a_run_that_ends_over_the_failure_limit_keeps_every_reply_it_got(tmp_path):
     # Such a run leaves through os._exit (the only way to set lmms-eval's exit status), which skips atexit:
     # every reply must be on disk by then, so the rerun asks the judge for nothing.
-    from openai_server import Reply
+    from tests.support.openai_server import Reply
 
     from capjudge.judges.client.cache import ReplyCache
 

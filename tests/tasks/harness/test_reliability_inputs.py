@@ -28,7 +28,7 @@ from capjudge.tasks.judged.anycap_task import judge_item as anycap_judge_item
 from capjudge.tasks.judged.gveval_task import GVEvalSettings
 from capjudge.tasks.judged.gveval_task import judge_item as gveval_judge_item
 from capjudge.tasks.judged.sources import resolve_source
-from videos import make_video
+from tests.support.videos import make_video
 
 
 
@@ -274,7 +274,7 @@ def test_anycap_task_item_with_a_corrupt_video_is_unjudged_and_logged_by_item(tm
 
 
 # ---------------------------------------------------------------------------------------------------------
-# Malformed dataset rows and files (complementing tests/test_task_loading.py)
+# Malformed dataset rows and files (complementing tests/tasks/harness/test_task_loading.py)
 
 
 def _msvd(**changes):

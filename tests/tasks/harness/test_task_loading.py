@@ -19,7 +19,7 @@ from capjudge.tasks.judged.gveval_task import GVEvalSettings
 from capjudge.judges.client.observed import merge_request_params
 from capjudge.tasks.judged.aggregations import mean_of_judged
 from capjudge.tasks.judged.sources import doc_to_video, missing_video_problem, resolve_source
-from conftest import REPO_ROOT, shared_path
+from tests.support.paths import REPO_ROOT, shared_path
 
 TASKS_DIR = REPO_ROOT / "tasks"
 MSVD = ("data", "msvd_eval", "MSVD-Eval.json")
@@ -316,7 +316,7 @@ def test_task_yamls_document_every_environment_override():
 @pytest.fixture(scope="module")
 def demo_folder(tmp_path_factory):
     """The demo split as its generator writes it (into tmp: the test does not depend on tasks/demo/)."""
-    from demo_data import write_demo
+    from tests.support.demo_data import write_demo
 
     folder = tmp_path_factory.mktemp("demo")
     write_demo(folder)

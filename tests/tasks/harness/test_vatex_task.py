@@ -19,10 +19,11 @@ import pytest
 from capjudge.judges.client.config import ConfigError
 from capjudge.judges.datasets.vatex_eval import load_vatex_eval, ratings_matrix
 from capjudge.tasks.judged.gveval_task import GVEvalSettings
-from conftest import run_capjudge, shared_path
-from harness_runs import judge_server, launch_lmms_eval, run_lmms_eval
+from tests.support.paths import shared_path
+from tests.support.harness_runs import run_capjudge
+from tests.support.harness_runs import judge_server, launch_lmms_eval, run_lmms_eval
 from scipy.stats import kendalltau, spearmanr
-from videos import make_video
+from tests.support.videos import make_video
 
 pytestmark = pytest.mark.slow
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import datasets
 import pytest
-from harness_runs import judge_server, launch_lmms_eval, write_stand_in_judged_task
+from tests.support.harness_runs import judge_server, launch_lmms_eval, write_stand_in_judged_task
 from lmms_eval.api.instance import Instance
 
 from capjudge.models.captions_file import (

@@ -2,7 +2,7 @@
 
 lmms-eval catches every error of an evaluation, prints a traceback, writes nothing and exits 0, so a script's
 `lmms-eval ... && capjudge leaderboard` would carry on after a broken captions file. Each case here runs the
-real `python -m lmms_eval` (warm, tests/warm_launch.py) with the `captions_file` model on the demo G-VEval task
+real `python -m lmms_eval` (warm, tests/support/warm_launch.py) with the `captions_file` model on the demo G-VEval task
 and a test judge, and asserts exit 2, one line naming the file (or variable) and the problem, no traceback,
 no results file and not one judgment asked. The same files given to `capjudge judge --captions` give the same
 one line.
@@ -14,9 +14,10 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import REPO_ROOT, run_capjudge
-from harness_runs import harness_env, judge_server, launch_lmms_eval
-from hostile import refusal_line
+from tests.support.paths import REPO_ROOT
+from tests.support.harness_runs import run_capjudge
+from tests.support.harness_runs import harness_env, judge_server, launch_lmms_eval
+from tests.support.hostile import refusal_line
 
 pytestmark = pytest.mark.slow
 

@@ -8,7 +8,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import REPO_ROOT, run_capjudge
+from tests.support.paths import REPO_ROOT
+from tests.support.harness_runs import run_capjudge
 
 PACKAGED = REPO_ROOT / "tasks" / "demo" / "captions_good.jsonl"
 ENV = {"OPENAI_BASE_URL": "http://127.0.0.1:9/v1", "HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1"}

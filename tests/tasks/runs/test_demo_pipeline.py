@@ -21,8 +21,8 @@ import sys
 
 import pytest
 
-from conftest import REPO_ROOT
-from local_judge_processes import cached_replies, clean_env, descendants, local_server_pid, wait_for
+from tests.support.paths import REPO_ROOT
+from tests.support.local_judge_processes import cached_replies, clean_env, descendants, local_server_pid, wait_for
 
 
 @pytest.mark.slow

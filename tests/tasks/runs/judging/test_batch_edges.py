@@ -1,5 +1,5 @@
 """The Batch API path at its edges (issue 25, items 6, 7 and 8), through the real `capjudge judge --batch`
-command and the test server's Files and Batches endpoints (tests/batch_service.py):
+command and the test server's Files and Batches endpoints (tests/support/batch_service.py):
 
 - a gateway that quotes the key in batch error lines, in a failed batch's errors and in a reply: the key is
   written to no state file, cache, input file or screen;
@@ -14,15 +14,15 @@ import json
 import secrets
 
 import pytest
-from harness_runs import TEST_JUDGE_MODEL, judge_server, run_capjudge_cli
-from openai_server import Reply, rubric_responder
-from test_batch_stage import N_ITEMS, _command, _judge, _samples, _state
+from tests.support.harness_runs import TEST_JUDGE_MODEL, judge_server, run_capjudge_cli
+from tests.support.openai_server import Reply, rubric_responder
+from tests.tasks.runs.judging.test_batch_stage import N_ITEMS, _command, _judge, _samples, _state
 
 pytestmark = pytest.mark.slow
 
 
 def _judge_with(tmp_path, judge, env_changes, *extra):
-    from conftest import REPO_ROOT
+    from tests.support.paths import REPO_ROOT
 
     command, env = _command(tmp_path, judge, *extra)
     env.update(env_changes)

@@ -2,8 +2,8 @@
 member's model, each with its own state file, each resumable on its own; the per-item values are exactly what
 each member's script gives and what the online panel run logs.
 
-The test server's batch endpoints (tests/batch_service.py) answer each line with `panel_responder`, the scripted
-judge the line's model names (tests/openai_server.py: a harsh, a lenient and a length-loving judge).
+The test server's batch endpoints (tests/support/batch_service.py) answer each line with `panel_responder`, the scripted
+judge the line's model names (tests/support/openai_server.py: a harsh, a lenient and a length-loving judge).
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import json
 import statistics
 
 import pytest
-from conftest import REPO_ROOT
-from harness_runs import TEST_API_KEY, judge_server, run_capjudge_cli
-from openai_server import PANEL_MODELS, panel_grade, panel_responder
+from tests.support.paths import REPO_ROOT
+from tests.support.harness_runs import TEST_API_KEY, judge_server, run_capjudge_cli
+from tests.support.openai_server import PANEL_MODELS, panel_grade, panel_responder
 
 pytestmark = pytest.mark.slow
 

@@ -1,4 +1,4 @@
-"""`capjudge judge --batch`: the judging stage through the Batch API of the test server (tests/batch_service.py).
+"""`capjudge judge --batch`: the judging stage through the Batch API of the test server (tests/support/batch_service.py).
 
 Real HTTP through the openai SDK (files, batches, streamed output files), the real `capjudge` command as a
 subprocess, the demo tasks' real clips. Each scripted lifecycle is driven end to end: success, per-line
@@ -15,10 +15,10 @@ import sys
 import time
 
 import pytest
-from conftest import REPO_ROOT
-from harness_runs import TEST_API_KEY, TEST_JUDGE_MODEL, judge_server, run_capjudge_cli
-from openai_server import Reply, rubric_responder
-from warm_launch import warm_start
+from tests.support.paths import REPO_ROOT
+from tests.support.harness_runs import TEST_API_KEY, TEST_JUDGE_MODEL, judge_server, run_capjudge_cli
+from tests.support.openai_server import Reply, rubric_responder
+from tests.support.warm_launch import warm_start
 
 pytestmark = pytest.mark.slow
 
@@ -165,7 +165,7 @@ def test_kill_9_after_submitting_then_rerun_reattaches_and_submits_nothing_twice
     with judge_server() as judge:
         judge.batch.script("hold")
         command, env = _command(tmp_path, judge)
-        process = warm_start("capjudge", command[3:], env=env, cwd=REPO_ROOT)  # tests/warm_launch.py
+        process = warm_start("capjudge", command[3:], env=env, cwd=REPO_ROOT)  # tests/support/warm_launch.py
         _wait_until_polling(judge, process)
         process.send_signal(signal.SIGKILL)
         process.wait()
@@ -202,7 +202,7 @@ def test_a_batch_cancelled_elsewhere_has_its_items_submitted_again(tmp_path):
     with judge_server() as judge:
         judge.batch.script("hold")
         command, env = _command(tmp_path, judge)
-        process = warm_start("capjudge", command[3:], env=env, cwd=REPO_ROOT)  # tests/warm_launch.py
+        process = warm_start("capjudge", command[3:], env=env, cwd=REPO_ROOT)  # tests/support/warm_launch.py
         _wait_until_polling(judge, process)
         (batch_id,) = judge.batch.batches
         openai.OpenAI(base_url=judge.base_url, api_key=TEST_API_KEY).batches.cancel(batch_id)

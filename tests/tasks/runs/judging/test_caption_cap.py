@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import json
 
-from conftest import REPO_ROOT
-from harness_runs import TEST_API_KEY, TEST_JUDGE_MODEL, judge_server, run_capjudge_cli
+from tests.support.paths import REPO_ROOT
+from tests.support.harness_runs import TEST_API_KEY, TEST_JUDGE_MODEL, judge_server, run_capjudge_cli
 
 TASK = "gveval_demo"
 CAPTIONS = REPO_ROOT / "tasks" / "demo" / "captions_good.jsonl"

@@ -14,9 +14,9 @@ import re
 import sqlite3
 
 import pytest
-from conftest import REPO_ROOT
-from harness_runs import judge_server, run_capjudge_cli
-from scripted_caption_judges import CAPTIONS, TASK, DemoWorld, judge_env
+from tests.support.paths import REPO_ROOT
+from tests.support.harness_runs import judge_server, run_capjudge_cli
+from tests.support.scripted_caption_judges import CAPTIONS, TASK, DemoWorld, judge_env
 
 pytestmark = pytest.mark.slow
 

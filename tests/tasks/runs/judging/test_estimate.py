@@ -5,7 +5,8 @@ from __future__ import annotations
 import re
 
 from capjudge.judges.client.rate_limits import image_tokens
-from conftest import REPO_ROOT, run_capjudge
+from tests.support.paths import REPO_ROOT
+from tests.support.harness_runs import run_capjudge
 
 ENV = {"OPENAI_BASE_URL": "http://127.0.0.1:9/v1", "HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1"}
 

@@ -15,9 +15,9 @@ import re
 from pathlib import Path
 
 from capjudge.judges.client.charge import read_learned_charge
-from conftest import REPO_ROOT
-from harness_runs import harness_env, run_capjudge_cli
-from openai_server import OpenAITestServer, panel_responder
+from tests.support.paths import REPO_ROOT
+from tests.support.harness_runs import harness_env, run_capjudge_cli
+from tests.support.openai_server import OpenAITestServer, panel_responder
 
 CAPTIONS = REPO_ROOT / "tasks" / "demo" / "captions_good.jsonl"
 N_ITEMS = 10

@@ -20,9 +20,9 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import REPO_ROOT
-from harness_runs import TEST_API_KEY, TEST_JUDGE_MODEL, run_capjudge_cli
-from openai_server import (
+from tests.support.paths import REPO_ROOT
+from tests.support.harness_runs import TEST_API_KEY, TEST_JUDGE_MODEL, run_capjudge_cli
+from tests.support.openai_server import (
     Fault,
     OpenAITestServer,
     panel_responder,

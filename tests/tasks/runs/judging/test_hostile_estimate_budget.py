@@ -16,8 +16,9 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import REPO_ROOT, run_capjudge
-from hostile import refusal_line
+from tests.support.paths import REPO_ROOT
+from tests.support.harness_runs import run_capjudge
+from tests.support.hostile import refusal_line
 
 CAPTIONS = REPO_ROOT / "tasks" / "demo" / "captions_good.jsonl"
 ENV = {"OPENAI_BASE_URL": "http://127.0.0.1:9/v1", "HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1"}
@@ -103,7 +104,7 @@ def test_estimate_says_what_it_ignores_under_its_own_name(tmp_path):
 
 def test_a_run_whose_window_file_is_a_folder_is_one_line_before_any_request(tmp_path):
     """What estimate refuses, a run refuses too, before it asks anything (it was an sqlite3 traceback)."""
-    from harness_runs import TEST_API_KEY, TEST_JUDGE_MODEL, judge_server
+    from tests.support.harness_runs import TEST_API_KEY, TEST_JUDGE_MODEL, judge_server
 
     with judge_server() as server:
         env = {**_env(tmp_path), "OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": TEST_API_KEY,

@@ -11,9 +11,9 @@ import importlib.metadata
 import json
 
 import pytest
-from conftest import REPO_ROOT
-from harness_runs import TEST_API_KEY, TEST_JUDGE_MODEL, judge_server, run_capjudge_cli, run_lmms_eval
-from warm_launch import warm_start
+from tests.support.paths import REPO_ROOT
+from tests.support.harness_runs import TEST_API_KEY, TEST_JUDGE_MODEL, judge_server, run_capjudge_cli, run_lmms_eval
+from tests.support.warm_launch import warm_start
 
 pytestmark = pytest.mark.slow
 
@@ -180,7 +180,7 @@ def test_a_killed_two_process_stage_leaves_no_worker_behind_and_its_rerun_asks_o
     slow = {"CAPJUDGE_MAX_CONCURRENCY": "2"}  # one request at a time per worker: 5 items each, 0.6 s apiece
     with judge_server(latency=0.6) as judge:
         judge.identify_clients = True
-        if signal_name == "SIGKILL":  # handled by no process: a warm child (tests/warm_launch.py) ends as any does
+        if signal_name == "SIGKILL":  # handled by no process: a warm child (tests/support/warm_launch.py) ends as any does
             stage = warm_start("capjudge", ["judge", *arguments], env=_judge_env(tmp_path, judge, cache, slow),
                                cwd=REPO_ROOT)
         else:  # SIGINT is handled: the real command line, with the handler Python installs at its start

@@ -13,8 +13,9 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import REPO_ROOT, run_capjudge
-from harness_runs import harness_env, judge_server
+from tests.support.paths import REPO_ROOT
+from tests.support.harness_runs import run_capjudge
+from tests.support.harness_runs import harness_env, judge_server
 
 pytestmark = pytest.mark.slow
 
@@ -126,7 +127,7 @@ def _capjudge_under_umask(umask: int, *args: str, env: dict[str, str] | None = N
     import os
     import subprocess
 
-    from warm_launch import warm_start
+    from tests.support.warm_launch import warm_start
 
     code = (f"import os, sys; os.umask({umask:#o}); from capjudge.tasks.cli.main import main; "
             "sys.argv[0] = 'capjudge'; raise SystemExit(main(sys.argv[1:]))")

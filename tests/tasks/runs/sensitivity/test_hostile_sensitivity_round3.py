@@ -1,5 +1,5 @@
 """Issue 46's findings on `capjudge sensitivity` and `capjudge report --sensitivity`, each through the real CLI and
-the test server (tests/openai_server.py, its rubric responder as the judge):
+the test server (tests/support/openai_server.py, its rubric responder as the judge):
 
 - a perturbed caption that changed nothing (a one-word caption cut in half or shuffled) is no test of the judge:
   left out of the pairs, counted and said (JSON, table, page); a perturbation with no changed variant has no
@@ -22,9 +22,9 @@ import json
 import shutil
 
 import pytest
-from conftest import REPO_ROOT
-from harness_runs import TEST_API_KEY, TEST_JUDGE_MODEL, judge_server, run_capjudge_cli
-from hostile import refusal_line
+from tests.support.paths import REPO_ROOT
+from tests.support.harness_runs import TEST_API_KEY, TEST_JUDGE_MODEL, judge_server, run_capjudge_cli
+from tests.support.hostile import refusal_line
 
 from capjudge.metrics.sensitivity import perturbations as perturbations_module
 from capjudge.metrics.sensitivity.perturbations import MAX_DIFF_CELLS, PERTURBATIONS, perturb_all

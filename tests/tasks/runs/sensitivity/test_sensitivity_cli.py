@@ -1,6 +1,6 @@
 """`capjudge sensitivity` against scripted judges of known behaviour, through the test server (issue #39 item 5).
 
-The judges (tests/scripted_caption_judges.py) answer G-VEval requests on the demo task, chosen by the
+The judges (tests/support/scripted_caption_judges.py) answer G-VEval requests on the demo task, chosen by the
 request's model: `fair` looks at the video (it knows a clip only by the frame strip in the request) and scores
 what the caption says about the clip, times its fluency; `long` loves length (points per word); `blind` never
 looks at the frames (fluency alone). Every figure the command reports is checked against a direct computation
@@ -13,9 +13,9 @@ import json
 
 import numpy as np
 import pytest
-from conftest import REPO_ROOT
-from harness_runs import judge_server, run_capjudge_cli
-from scripted_caption_judges import CAPTIONS, DIMENSIONS, TASK, DemoWorld, judge_env
+from tests.support.paths import REPO_ROOT
+from tests.support.harness_runs import judge_server, run_capjudge_cli
+from tests.support.scripted_caption_judges import CAPTIONS, DIMENSIONS, TASK, DemoWorld, judge_env
 
 from capjudge.metrics.sensitivity.perturbations import PERTURBATIONS, perturb_all
 
