@@ -21,7 +21,7 @@ LLAMA_CPP_VERSION := 0.3.36
 LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_SSE42=ON -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON \
 	-DGGML_BMI2=ON -DGGML_AVX512=OFF -DGGML_AVX_VNNI=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF
 LLAMA_STAMP := $(VENV)/.llama-cpp-python-$(LLAMA_CPP_VERSION)-wheel
-# The portable build is kept as a wheel: tests/test_installed_package.py installs it into a fresh venv the way a user
+# The portable build is kept as a wheel: tests/installed/test_installed_package.py installs it into a fresh venv the way a user
 # installs `capjudge[local]`, without building llama.cpp a second time.
 LLAMA_WHEELS := $(VENV)/wheels
 
@@ -29,11 +29,14 @@ LLAMA_WHEELS := $(VENV)/wheels
 # run against the LOWEST versions pyproject.toml declares (.setup/lowest_requirements.py), in a venv of their own.
 MIN_VENV := .venv-min
 MIN_PY   := $(MIN_VENV)/bin/python
-MIN_TESTS := test_agreement_compare test_anycap_parser test_anycap_prompt test_client test_correlation \
-	test_gveval_parser test_gveval_prompt test_leaderboard_missing_values test_length_rule \
-	test_reliability_cheating test_video_frames test_wordcount test_budget
+MIN_TESTS := metrics/statistics/test_agreement_compare judges/anycap/test_anycap_parser \
+	judges/anycap/test_anycap_prompt judges/client/test_client metrics/statistics/test_correlation \
+	judges/gveval/test_gveval_parser judges/gveval/test_gveval_prompt \
+	metrics/leaderboard/test_leaderboard_missing_values judges/anycap/test_length_rule \
+	judges/test_reliability_cheating judges/test_video_frames judges/anycap/test_wordcount \
+	judges/client/test_budget
 
-# The page tests (tests/browser.py) drive Debian's chromium headless; Playwright never downloads a browser here.
+# The page tests (tests/support/browser.py) drive Debian's chromium headless; Playwright never downloads a browser here.
 CHROMIUM ?= $(or $(CAPJUDGE_CHROMIUM),/usr/bin/chromium)
 
 .PHONY: setup chromium test test-min demo demo-data bench msvd-local-judge clean
@@ -106,16 +109,16 @@ demo: setup
 
 # Rewrites the committed demo split (clips, items, captions) in tasks/demo; tests check it is unchanged.
 demo-data: setup
-	$(PY) tests/demo_data.py --out tasks/demo
+	$(PY) -m tests.support.demo_data --out tasks/demo
 
 bench: setup
-	$(PY) tests/benchmarks/run.py
+	$(PY) -m tests.benchmarks.run
 
 # The embedded local judge against MSVD-Eval's human ratings (all 197 items; k = 3 on 40): not part of `make test`.
 # Writes results/msvd_local_judge.md. MSVD_EVAL_JSON: G-VEval's MSVD-Eval.json.
 MSVD_EVAL_JSON ?= ../shared/data/msvd_eval/MSVD-Eval.json
 msvd-local-judge: setup
-	$(PY) tests/benchmarks/msvd_local_judge.py --msvd-eval $(MSVD_EVAL_JSON)
+	$(PY) -m tests.benchmarks.msvd_local_judge --msvd-eval $(MSVD_EVAL_JSON)
 
 # The embedded local judge on a fixed stratified subset of VATEX-EVAL (10 clips = 60 rated candidates, 2 per
 # clip-mean-rating quintile, seed 0; about 15 minutes here): not part of `make test`. Writes
@@ -123,7 +126,7 @@ msvd-local-judge: setup
 .PHONY: vatex-local-judge
 VATEX_EVAL_JSON ?= ../shared/data/vatex_eval/vid_cans_score_dict.json
 vatex-local-judge: setup
-	$(PY) tests/benchmarks/vatex_local_judge.py --vatex-eval $(VATEX_EVAL_JSON)
+	$(PY) -m tests.benchmarks.vatex_local_judge --vatex-eval $(VATEX_EVAL_JSON)
 
 # What fools the embedded local judge (issue #39): `capjudge sensitivity` on the demo items and the first
 # MSVD_ITEMS rated candidates of MSVD-Eval (a few minutes here): not part of `make test`. Writes
@@ -131,7 +134,7 @@ vatex-local-judge: setup
 .PHONY: sensitivity-local-judge
 MSVD_ITEMS ?= 8
 sensitivity-local-judge: setup
-	$(PY) tests/benchmarks/sensitivity_local_judge.py --msvd-eval $(MSVD_EVAL_JSON) --msvd-items $(MSVD_ITEMS)
+	$(PY) -m tests.benchmarks.sensitivity_local_judge --msvd-eval $(MSVD_EVAL_JSON) --msvd-items $(MSVD_ITEMS)
 
 clean:
 	rm -rf $(VENV) $(MIN_VENV)

@@ -3,20 +3,12 @@
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-TESTS_DIR = Path(__file__).resolve().parent
-REPO_ROOT = TESTS_DIR.parent
-SHARED = REPO_ROOT.parent / "shared"
-sys.path.insert(0, str(TESTS_DIR))  # so tests can `import openai_server`, `import videos`
-
-import warm_launch  # noqa: E402
-from harness_runs import run_capjudge_cli  # noqa: E402
-from openai_server import OpenAITestServer  # noqa: E402
+from tests.support import warm_launch
+from tests.support.openai_server import OpenAITestServer
 
 # The files whose tests take longest (real-model demos, wheels, lmms-eval runs, Java baselines), longest
 # first. They run before the rest: pytest-xdist's worksteal scheduler hands each worker a contiguous half of
@@ -68,7 +60,7 @@ def _spread(items: list, workers: int) -> list:
 
 @pytest.fixture(scope="session", autouse=True)
 def _warm_launch_scratch(tmp_path_factory):
-    """Warm launches (tests/warm_launch.py) keep their server's datasets cache and their output files here."""
+    """Warm launches (tests/support/warm_launch.py) keep their server's datasets cache and their output files here."""
     warm_launch.use_scratch(tmp_path_factory.mktemp("warm_launch"))
 
 
@@ -122,10 +114,10 @@ def make_client(tmp_path):
 
 @pytest.fixture(scope="module")
 def _chromium():
-    """One headless Chromium per test module (tests/browser.py); a missing browser fails the test, never skips
+    """One headless Chromium per test module (tests/support/browser.py); a missing browser fails the test, never skips
     it. Not one per session: Playwright's sync API keeps an event loop running in the main thread while it is
     open, and tests of other modules that start their own (`asyncio.run`) must not find one there."""
-    from browser import Browser, BrowserMissing
+    from tests.support.browser import Browser, BrowserMissing
 
     try:
         running = Browser()
@@ -153,25 +145,3 @@ def open_page(_chromium, tmp_path):
         finally:
             visit.page.close()
 
-
-def shared_path(*parts: str) -> Path:
-    """A file under ../shared; tests that need it skip with a reason only when ../shared is absent."""
-    path = SHARED.joinpath(*parts)
-    if not SHARED.exists():
-        pytest.skip(f"../shared is not beside the repository ({SHARED}); this test reads the shared benchmark data")
-    return path
-
-
-def run_capjudge(*args: str, stdin: str = "", env: dict[str, str] | None = None, timeout: float = 120,
-                 warm: bool = True) -> subprocess.CompletedProcess[str]:
-    """`capjudge ARGS` as a user runs it, from the repository root: warm (harness_runs.run_capjudge_cli) unless
-    `warm=False` or it reads `stdin`, then a real subprocess. MODEL_VERSION is dropped from the inherited
-    environment so a judge model set on the machine cannot change what the tests see."""
-    environment = {key: value for key, value in os.environ.items() if key != "MODEL_VERSION"}
-    environment.update(env or {})
-    if not stdin:
-        return run_capjudge_cli(args, env=environment, cwd=REPO_ROOT, timeout=timeout, warm=warm)
-    return subprocess.run(
-        [sys.executable, "-m", "capjudge.tasks.cli", *args],
-        input=stdin, capture_output=True, text=True, cwd=REPO_ROOT, env=environment, timeout=timeout, check=False,
-    )

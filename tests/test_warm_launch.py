@@ -1,4 +1,4 @@
-"""The warm launcher (tests/warm_launch.py) against real capjudge commands: a warm child must give what the
+"""The warm launcher (tests/support/warm_launch.py) against real capjudge commands: a warm child must give what the
 real command line gives (exit status, stdout, stderr, traceback), see exactly the environment and working
 directory it is given, and die at its timeout; the task index its server builds once is the one lmms-eval
 builds."""
@@ -13,8 +13,8 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import REPO_ROOT
-from harness_runs import TEST_API_KEY, TEST_JUDGE_MODEL, run_capjudge_cli
+from tests.support.paths import REPO_ROOT
+from tests.support.harness_runs import TEST_API_KEY, TEST_JUDGE_MODEL, run_capjudge_cli
 
 PUBLISHED_GVEVAL_MODEL = "gpt-4o-2024-05-13"
 
@@ -110,7 +110,7 @@ def test_a_warm_child_past_its_timeout_is_killed_and_raises(tmp_path, server):
 _INDEX_CHECK = """
 import json, os, sys
 sys.path.insert(0, sys.argv[1])
-import warm_task_index as remembered  # builds lmms-eval's index of its own folder, with lmms-eval's code
+from tests.support import warm_task_index as remembered  # builds lmms-eval's index of its own folder, with lmms-eval's code
 from lmms_eval.tasks import TaskManager
 built = remembered._remembered[remembered.LMMS_EVAL_TASKS]
 first = TaskManager._get_task_and_group(remembered.bare_task_manager(), remembered.LMMS_EVAL_TASKS)
@@ -125,13 +125,13 @@ print(json.dumps({"tasks": len(built), "equal": second == built and second is no
 
 
 def test_the_task_index_the_warm_server_builds_once_is_the_one_lmms_eval_builds():
-    """tests/warm_task_index.py: lmms-eval's own task folder indexed once in the server, by lmms-eval's code,
+    """tests/support/warm_task_index.py: lmms-eval's own task folder indexed once in the server, by lmms-eval's code,
     each run given its own copy, every other folder indexed as lmms-eval does (in a subprocess: the patch must
     not reach this test process)."""
-    done = subprocess.run([sys.executable, "-c", _INDEX_CHECK, str(REPO_ROOT / "tests"), str(REPO_ROOT)],
+    done = subprocess.run([sys.executable, "-c", _INDEX_CHECK, str(REPO_ROOT), str(REPO_ROOT)],
                           capture_output=True, text=True, timeout=300, cwd=REPO_ROOT)
     assert done.returncode == 0, done.stderr[-3000:]
     found = json.loads(done.stdout.strip().splitlines()[-1])
     assert found["tasks"] > 1000  # lmms-eval's own tasks, not an empty folder
     assert found == {"tasks": found["tasks"], "equal": True, "own_copy": True, "other_folders": True,
-                     "patched": "warm_task_index"}
+                     "patched": "tests.support.warm_task_index"}

@@ -10,7 +10,7 @@ Two questions, answered side by side in one run:
 The native build is a wheel you make first (it is never committed or installed into .venv/):
     .venv/bin/python -m pip wheel --no-deps --no-cache-dir --no-binary llama-cpp-python \\
         -w /tmp/native_wheel llama-cpp-python==0.3.36
-    .venv/bin/python tests/benchmarks/llama_build.py --native-wheel /tmp/native_wheel/llama_cpp_python-*.whl
+    .venv/bin/python -m tests.benchmarks.llama_build --native-wheel /tmp/native_wheel/llama_cpp_python-*.whl
 
 Writes results/llama_build.md (nothing here asserts on time).
 """
@@ -103,7 +103,7 @@ def main() -> int:
     lines = [
         "# llama.cpp build: portable vs native",
         "",
-        f"Command: `.venv/bin/python tests/benchmarks/llama_build.py --native-wheel {args.native_wheel.name}` "
+        f"Command: `.venv/bin/python -m tests.benchmarks.llama_build --native-wheel {args.native_wheel.name}` "
         f"({args.repeats} alternated runs each, best shown; {args.threads} threads; Gemma 3 270M Q4_K_M; "
         f"{args.tokens} generated tokens).",
         "",

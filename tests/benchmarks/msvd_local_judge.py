@@ -19,7 +19,7 @@ Everything is written under --out (runs, cache, reports); the summary goes to --
 commands and the time each step took. A 270M text model is not expected to judge well: the point is that the
 whole judge-human pipeline runs end to end on real human ratings, and what it measures is reported as it is.
 
-    .venv/bin/python tests/benchmarks/msvd_local_judge.py --msvd-eval ../shared/data/msvd_eval/MSVD-Eval.json
+    .venv/bin/python -m tests.benchmarks.msvd_local_judge --msvd-eval ../shared/data/msvd_eval/MSVD-Eval.json
 """
 
 from __future__ import annotations
@@ -32,8 +32,7 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # run as a script: its folder's helpers
-from timed_steps import timed_step  # noqa: E402
+from tests.benchmarks.timed_steps import timed_step  # noqa: E402
 TASK = "gveval_references"
 DIMENSIONS = ("accuracy", "completeness", "conciseness", "relevance")
 

@@ -4,7 +4,7 @@ Each benchmark measures the figures it compares side by side in the same run, pr
 line per figure, `BENCH <name> <value> <unit>`, and the whole run is written to results/benchmarks.md with the
 command that reproduces it.
 
-    .venv/bin/python tests/benchmarks/run.py [--only NAME ...] [--out results/benchmarks.md]
+    .venv/bin/python -m tests.benchmarks.run [--only NAME ...] [--out results/benchmarks.md]
 """
 
 from __future__ import annotations
@@ -22,13 +22,12 @@ from typing import Callable
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
-sys.path.insert(0, str(HERE.parent))  # tests/ for openai_server and videos
 
-from openai_server import ServerProcess  # noqa: E402
-
-from capjudge.judges.client.judge_client import JudgeClient  # noqa: E402
-from capjudge.judges.client.config import JudgeConfig  # noqa: E402
-from capjudge.judges.types import ChatRequest  # noqa: E402
+from capjudge.judges.client.judge_client import JudgeClient
+from capjudge.judges.client.config import JudgeConfig
+from capjudge.judges.types import ChatRequest
+from tests.support.openai_server import ServerProcess
+from tests.support.paths import with_checkout_on_path
 
 
 @dataclass
@@ -163,7 +162,7 @@ def throughput_and_cache() -> Section:
 def bench_clip(directory: Path, seconds: int = 10) -> Path:
     """A benchmark clip: `seconds` of 1280x720 H.264 at 30 fps, a keyframe every 2 s (a common encoder setting).
     Benchmark 3 uses 3 s, 10 s and 120 s; the memory benchmark the 10 s one."""
-    from videos import make_video
+    from tests.support.videos import make_video
 
     path = directory / f"clip_720p_{seconds}s.mp4"
     if not path.exists():
@@ -347,8 +346,7 @@ def memory() -> Section:
             script = f"""
 import sys
 from concurrent.futures import ThreadPoolExecutor
-sys.path.insert(0, {str(HERE.parent)!r})
-from openai_server import ServerProcess
+from tests.support.openai_server import ServerProcess
 from capjudge.judges.client.judge_client import JudgeClient
 from capjudge.judges.client.config import JudgeConfig
 from capjudge.judges.gveval.judge import GVEvalJudge
@@ -374,7 +372,8 @@ with ServerProcess("--fixed-reply", reply) as server:
 peak_kib = next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM:"))
 print(judged, peak_kib)
 """
-            output = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout.split()
+            output = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True,
+                                    env=with_checkout_on_path(os.environ)).stdout.split()
             peaks[pattern] = (int(output[-2]), int(output[-1]))
     for pattern, (judged, peak_kib) in peaks.items():
         section.figures += [
@@ -394,7 +393,7 @@ def through_lmms_eval() -> Section:
     The client's bound is 32 in flight (CAPJUDGE_MAX_CONCURRENCY) / 200 ms = 160/s in every run."""
     import json
 
-    from harness_runs import launch_lmms_eval
+    from tests.support.harness_runs import launch_lmms_eval
 
     n_items, latency = 800, 0.2
     section = Section(f"Through lmms-eval: {n_items} text items, task gveval_references, captions_file model, 200 ms judge")
@@ -447,7 +446,7 @@ def batch_preparation() -> Section:
     import json
     import subprocess
 
-    from openai_server import OpenAITestServer
+    from tests.support.openai_server import OpenAITestServer
 
     n_items = 10_000
     section = Section(f"Batch API preparation: {n_items:,} AnyCap items, 8 JPEG frames each (demo clips, 320x240)")
@@ -508,7 +507,7 @@ def judge_stage_throughput() -> Section:
     waves of 64, since with 400 items (6.25 waves) even a client with no overhead would span 7 waves, 0.89 of the bound."""
     import json
 
-    from harness_runs import harness_env, launch_lmms_eval
+    from tests.support.harness_runs import harness_env, launch_lmms_eval
 
     n_items, latency, in_flight = 1600, 0.2, 64
     section = Section(f"capjudge judge (the judging stage) online: {n_items} text items, 200 ms judge, 64 in flight")
@@ -606,7 +605,7 @@ def rate_limits() -> Section:
     import json
     import subprocess
 
-    from harness_runs import TEXT_JUDGE_SCRIPT
+    from tests.support.harness_runs import TEXT_JUDGE_SCRIPT
 
     section = Section("Rate limits: one budget for 2 processes against a server enforcing RPM or TPM (60 s window)")
     window = 60.0
@@ -651,7 +650,7 @@ def rate_limits() -> Section:
                 Figure(f"{name}_busiest_window_tokens_vs_limit", busiest / limit, "ratio", "never > 1"),
             ]
     section.text = ("Each run: 2 (or 1) `python -c` judges sharing one cache folder, hence one budget "
-                    "(capjudge.judges.client.budget), against `tests/openai_server.py --rpm/--tpm --rate-window 60`. The "
+                    "(capjudge.judges.client.budget), against `python -m tests.support.openai_server --rpm/--tpm --rate-window 60`. The "
                     "client paces evenly inside the window (GCRA) and never lets a sliding window exceed the limit. "
                     "headers_only: no CAPJUDGE_RPM; the limit is learned from the server's headers.")
     return section
@@ -664,7 +663,7 @@ def tokens_from_headers() -> Section:
     import json
     import subprocess
 
-    from harness_runs import TEXT_JUDGE_SCRIPT
+    from tests.support.harness_runs import TEXT_JUDGE_SCRIPT
 
     window, requests_per_window, words, max_tokens = 60.0, 119, 200, 800
     section = Section(f"Tokens from headers alone: no CAPJUDGE_TPM, {requests_per_window} requests' worth of tokens per "
@@ -703,7 +702,7 @@ def tokens_from_headers() -> Section:
                 Figure(f"{name}_busiest_window_vs_token_limit", busiest, "ratio", "never > 1"),
                 Figure(f"{name}_429_share", stats["rate_limited"] / max(1, stats["requests"]), "ratio", "target <= 0.01"),
             ]
-    section.text = ("`tests/openai_server.py --tpm N --rate-window 60 --charge openai --reset-meaning oldest|empty`: "
+    section.text = ("`python -m tests.support.openai_server --tpm N --rate-window 60 --charge openai --reset-meaning oldest|empty`: "
                     "prompt at 4 characters a token plus max_tokens reserved, a sliding 60 s window, 429 above it, "
                     "x-ratelimit-* on every reply; `reset` means until the oldest entry leaves, or until the window is "
                     "empty (OpenAI's documented wording). The clients (1 or 2 `python -c` judges sharing one budget) "
@@ -716,12 +715,12 @@ def tokens_from_headers() -> Section:
 
 def _judges_sharing_a_budget(flags: tuple[str, ...], processes: int, count: int, words: int, reply: int) -> tuple:
     """`processes` `python -c` judges of `count` text items each, sharing one budget folder, against
-    `tests/openai_server.py FLAGS` (200 ms a reply), 16 in flight: (items judged, seconds, the server's stats, the
+    `python -m tests.support.openai_server FLAGS` (200 ms a reply), 16 in flight: (items judged, seconds, the server's stats, the
     charge the budget folder learned)."""
     import json
     import subprocess
 
-    from harness_runs import TEXT_JUDGE_SCRIPT
+    from tests.support.harness_runs import TEXT_JUDGE_SCRIPT
 
     from capjudge.judges.client.charge import read_learned_charge
 
@@ -745,7 +744,7 @@ def learned_charge() -> Section:
     30% above capjudge's own estimate, with and without max_tokens in the request (without: the server
     reserves 300 for the reply where capjudge reserves 512), 1 and 2 processes, both reset meanings."""
 
-    from openai_server import limiter_charge_of
+    from tests.support.openai_server import limiter_charge_of
 
     from capjudge.judges.client.rate_limits import estimate_tokens
 
@@ -785,7 +784,7 @@ def learned_charge() -> Section:
                                f"429s included; at most 1 + {1 / requests_per_window:.4f} (one request)"),
                         Figure(f"{name}_429_share", stats["rate_limited"] / max(1, stats["requests"]), "ratio", "target <= 0.01"),
                     ]
-    section.text = ("`tests/openai_server.py --tpm N --rate-window 60 --charge openai --charge-scale S --default-reply-charge 300 "
+    section.text = ("`python -m tests.support.openai_server --tpm N --rate-window 60 --charge openai --charge-scale S --default-reply-charge 300 "
                     "--reset-meaning oldest|empty`, latency 0.2 s: the limiter charges S x (the prompt at 4 characters a token + "
                     "max_tokens, or 300 without), S set so that this is 0.7x or 1.3x capjudge's estimate (prompt + max_tokens, or "
                     "+ 512 without); the usage reported is unscaled. 1 or 2 `python -c` judges sharing one budget, no limit given: "
@@ -800,7 +799,7 @@ def charge_jump() -> Section:
     mid-run (after 1.5 windows' requests), 60 s windows; the 429 names what it would have charged (OpenAI's
     wording) or nothing."""
 
-    from openai_server import limiter_charge_of
+    from tests.support.openai_server import limiter_charge_of
 
     from capjudge.judges.client.rate_limits import estimate_tokens
 
@@ -841,7 +840,7 @@ def charge_jump() -> Section:
             Figure(f"{name}_learned_vs_charge", (learned.ratio if learned else float("nan")) / targets[1], "ratio",
                    "learned charge ratio at the end / the server's; target 1"),
         ]
-    section.text = ("`tests/openai_server.py --tpm N --rate-window 60 --charge openai --charge-scale S --charge-change K:S2 "
+    section.text = ("`python -m tests.support.openai_server --tpm N --rate-window 60 --charge openai --charge-scale S --charge-change K:S2 "
                     "[--plain-429] --default-reply-charge 300`, latency 0.2 s: after K charged requests the limiter charges "
                     "1.3x capjudge's estimate instead of 0.7x (or 1.5x instead of 0.5x). A 429 in OpenAI's wording names what the refused request "
                     "would have been charged (`Requested`), which capjudge reserves by at once (capjudge.judges.client.charge."
@@ -928,7 +927,7 @@ def sensitivity() -> Section:
     section.figures.append(Figure("sensitivity_statistics_18000_candidates_seconds", seconds, "s",
                                   f"{len(rows)} rows (perturbation x score), 2000 clip resamples each; target < 60 s"))
     section.text = ("`capjudge sensitivity --task gveval_references --candidates` (MSVD-Eval's rated candidates, every "
-                    "perturbation) against `tests/openai_server.py` (200 ms a reply), then the same command again; the "
+                    "perturbation) against `tests/support/openai_server.py` (200 ms a reply), then the same command again; the "
                     "client alone judges as many distinct text requests on the same server in the same run. The "
                     "statistics: `sensitivity_rows` over VATEX-EVAL's 18,000 candidates with synthetic scores.")
     return section
@@ -972,7 +971,7 @@ def main(argv: list[str] | None = None) -> int:
                                           default / measured["judge_throughput_capjudge"], "ratio"))
         for figure in section.figures:
             print(f"BENCH {figure.name} {figure.value:.6g} {figure.unit}", flush=True)
-    command = "python tests/benchmarks/run.py" + (f" --only {' '.join(args.only)}" if args.only else "")
+    command = "python -m tests.benchmarks.run" + (f" --only {' '.join(args.only)}" if args.only else "")
     write_markdown(sections, args.out, command)
     print(f"# wrote {args.out}")
     return 0

@@ -16,7 +16,7 @@ summary states the size and the time each step took. Everything is written under
 the summary goes to --summary (markdown) with the commands. A 270M text model is not expected to judge well;
 what it shows is reported as it is.
 
-    .venv/bin/python tests/benchmarks/sensitivity_local_judge.py --msvd-eval ../shared/data/msvd_eval/MSVD-Eval.json
+    .venv/bin/python -m tests.benchmarks.sensitivity_local_judge --msvd-eval ../shared/data/msvd_eval/MSVD-Eval.json
 """
 
 from __future__ import annotations
@@ -28,8 +28,7 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # run as a script: its folder's helpers
-from timed_steps import shorten, timed_step  # noqa: E402
+from tests.benchmarks.timed_steps import shorten, timed_step  # noqa: E402
 
 DEMO_TASK, MSVD_TASK = "gveval_demo", "gveval_references"
 CAPTIONS = REPO / "tasks" / "demo" / "captions_good.jsonl"

@@ -27,7 +27,7 @@ judge request from OUT/judge_cache.sqlite. 10 clips give wide intervals: the sub
 judge does, it does not rank judges. A 270M text model is not expected to judge well: what it does is
 reported as it is.
 
-    .venv/bin/python tests/benchmarks/vatex_local_judge.py --vatex-eval ../shared/data/vatex_eval/vid_cans_score_dict.json
+    .venv/bin/python -m tests.benchmarks.vatex_local_judge --vatex-eval ../shared/data/vatex_eval/vid_cans_score_dict.json
 """
 
 from __future__ import annotations
@@ -44,8 +44,7 @@ from pathlib import Path
 import numpy as np
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # run as a script: its folder's helpers
-from timed_steps import timed_step  # noqa: E402
+from tests.benchmarks.timed_steps import timed_step  # noqa: E402
 TASK = "gveval_vatex_references"
 DEFAULT_CLIPS = 10
 DEFAULT_STRATA = 5

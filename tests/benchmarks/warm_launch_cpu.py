@@ -1,7 +1,7 @@
-"""CPU of one warm lmms-eval run (tests/warm_launch.py), with the forkserver as the suite uses it and as it was
+"""CPU of one warm lmms-eval run (tests/support/warm_launch.py), with the forkserver as the suite uses it and as it was
 before it preloaded the late imports and froze its heap (`--bare`), side by side in one invocation.
 
-    .venv/bin/python tests/benchmarks/warm_launch_cpu.py [--runs 4]
+    .venv/bin/python -m tests.benchmarks.warm_launch_cpu [--runs 4]
 
 Each side is its own process (one forkserver per process), started one after the other; each runs the two demo
 tasks against the test judge `runs` times, each with a fresh cache (every item judged), and prints the
@@ -20,7 +20,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
-BARE_PRELOAD = ("warm_launch", "lmms_eval.__main__", "lmms_eval.cli.dispatch", "warm_task_index")
+BARE_PRELOAD = ("tests.support.warm_launch", "lmms_eval.__main__", "lmms_eval.cli.dispatch", "tests.support.warm_task_index")
 
 
 def busy_core_seconds() -> float:
@@ -30,12 +30,11 @@ def busy_core_seconds() -> float:
 
 
 def one_side(bare: bool, runs: int) -> None:
-    sys.path.insert(0, str(HERE.parent))
-    import warm_launch
-    from harness_runs import judge_server, run_lmms_eval
+    from tests.support import warm_launch
+    from tests.support.harness_runs import judge_server, run_lmms_eval
 
     if bare:  # as before: no late imports preloaded, no freeze (warm_launch is imported already: a no-op)
-        warm_launch.PRELOAD, warm_launch.FREEZE = BARE_PRELOAD, "warm_launch"
+        warm_launch.PRELOAD, warm_launch.FREEZE = BARE_PRELOAD, "tests.support.warm_launch"
     scratch = Path(tempfile.mkdtemp(prefix="warm-bench-"))
     warm_launch.use_scratch(scratch / "warm")
     with judge_server() as judge:
@@ -57,7 +56,7 @@ def main() -> int:
         one_side(args.side == "bare", args.runs)
         return 0
     for side in ("bare", "suite"):
-        subprocess.run([sys.executable, __file__, "--side", side, "--runs", str(args.runs)], cwd=REPO, check=True)
+        subprocess.run([sys.executable, "-m", "tests.benchmarks.warm_launch_cpu", "--side", side, "--runs", str(args.runs)], cwd=REPO, check=True)
     return 0
 
 

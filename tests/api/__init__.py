@@ -1,0 +1,1 @@
+"""Tests of capjudge.api, the public Python API."""

@@ -1,0 +1,96 @@
+"""Every README shell example is marked with where it runs, and every checkout example runs as written.
+
+The checkout examples run from a copy of this checkout's source (its `.venv/` linked, nothing else of the
+working tree: no results of earlier runs), with a scripted judge behind the environment's judge settings, as
+a user who configured one. The installed-user examples run in tests/installed/test_installed_package.py, in a fresh
+venv with the built wheel. What cannot run here says why in its marker (tests/support/readme_examples.py).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+from tests.support.harness_runs import harness_env, judge_server
+from tests.support.readme_examples import KINDS, MarkerError, README, examples, run_example
+
+from tests.support.paths import REPO_ROOT
+
+# What a checkout holds besides .git, .venv and what runs leave behind.
+SOURCE = ("pyproject.toml", "README.md", "MANIFEST.in", "Makefile", "judges", "metrics", "tasks", "tests", ".setup")
+CHECKOUT_EXAMPLES = [example for example in examples() if example.kind == "checkout"]
+
+
+def test_every_bash_block_says_where_it_runs_and_the_tests_it_names_exist():
+    found = examples()  # raises MarkerError on a bash block without a marker
+    assert {example.kind for example in found} == {*KINDS, "not run"}
+    for example in found:
+        if example.kind == "not run":
+            for named in re.findall(r"tests/[\w/]+\.py", example.reason):
+                assert (REPO_ROOT / named).is_file(), f"{example}: its reason names {named}, which does not exist"
+    # The README's own first screen: the two commands, both said not to run here only because CI runs them.
+    assert found[0].code.split() == ["make", "demo", "#", *found[0].code.split()[3:]]
+
+
+def test_a_block_without_a_marker_or_with_a_bad_one_is_refused(tmp_path):
+    cases = {
+        "no marker": "text\n```bash\necho hi\n```\n",
+        "unknown kind": "<!-- example: somewhere; makes x -->\n```bash\necho hi\n```\n",
+        "no makes": "<!-- example: checkout -->\n```bash\necho hi\n```\n",
+        "outside": "<!-- example: checkout; makes ../x -->\n```bash\necho hi\n```\n",
+        "absolute": "<!-- example: installed; makes /etc/passwd -->\n```bash\necho hi\n```\n",
+        "no reason": "<!-- example: not run here: -->\n```bash\necho hi\n```\n",
+    }
+    for name, text in cases.items():
+        readme = tmp_path / "README.md"
+        readme.write_text(text, encoding="utf-8")
+        with pytest.raises(MarkerError):
+            examples(readme)
+    # Other languages need no marker: outputs and YAML are not commands.
+    readme.write_text("```yaml\na: 1\n```\n```\noutput\n```\n", encoding="utf-8")
+    assert examples(readme) == []
+
+
+def test_a_run_example_fails_on_an_error_and_on_a_missing_output(tmp_path):
+    readme = tmp_path / "README.md"
+    readme.write_text("# S\n<!-- example: checkout; makes out.txt -->\n```bash\nfalse\necho made > out.txt\n```\n"
+                      "<!-- example: checkout; makes out.txt -->\n```bash\necho nothing\n```\n", encoding="utf-8")
+    failing, empty = examples(readme)
+    with pytest.raises(AssertionError, match="exited 1"):
+        run_example(failing, cwd=tmp_path, env=dict(os.environ), timeout=30)
+    with pytest.raises(AssertionError, match="left no out.txt"):
+        run_example(empty, cwd=tmp_path, env=dict(os.environ), timeout=30)
+
+
+def checkout_copy(root: Path) -> Path:
+    """The checkout's source, copied (so that what the example writes lands in the copy), `.venv` linked."""
+    copy = root / "checkout"
+    copy.mkdir()
+    for name in SOURCE:
+        source = REPO_ROOT / name
+        if source.is_dir():
+            shutil.copytree(source, copy / name, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+        elif source.exists():
+            shutil.copy2(source, copy / name)
+    (copy / ".venv").symlink_to(REPO_ROOT / ".venv")
+    return copy
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("example", CHECKOUT_EXAMPLES, ids=lambda example: f"line{example.line}")
+def test_the_checkout_examples_run_as_written(example, tmp_path):
+    copy = checkout_copy(tmp_path)
+    with judge_server() as judge:
+        env = harness_env(judge.base_url, cache_path=tmp_path / "judge_cache.sqlite",
+                          datasets_cache=tmp_path / "hf_datasets_cache")
+        env = {key: value for key, value in env.items() if not key.startswith("CAPJUDGE_") or key == "CAPJUDGE_CACHE"}
+        # As after `source .venv/bin/activate`: `python` and `pip` are the project's.
+        env["PATH"] = f"{REPO_ROOT / '.venv' / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+        env["VIRTUAL_ENV"] = str(REPO_ROOT / ".venv")
+        done = run_example(example, cwd=copy, env=env, timeout=900)
+        asked = len(judge.completions)
+    if "lmms_eval" in example.code:  # judged by the scripted judge, every demo item once: not only exited 0
+        assert asked == 10, done.stderr[-2000:]

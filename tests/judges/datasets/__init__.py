@@ -1,0 +1,1 @@
+"""Tests of judges/datasets/: the rating files and item readers."""

@@ -1,0 +1,1 @@
+"""Tests of judges/gveval/: the G-VEval judge and its parser."""

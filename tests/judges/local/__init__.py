@@ -1,0 +1,1 @@
+"""Tests of judges/local/: the embedded llama.cpp judge."""

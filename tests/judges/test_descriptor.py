@@ -1,0 +1,72 @@
+"""The judge descriptor: the frame geometry as data renders the very bytes each judge sends, and the facts a
+record logs read back into the same descriptor (a run stays readable without the judge's code)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from capjudge.judges.descriptor import DescriptorError, FrameGeometry, JudgeDescriptor
+from capjudge.judges.record import RecordError, ReplyFields
+from tests.support.videos import make_video
+
+
+@pytest.fixture(scope="module")
+def video(tmp_path_factory):
+    return make_video(tmp_path_factory.mktemp("descriptor") / "clip.mp4", n_frames=48)
+
+
+def test_gveval_strip_geometry_renders_the_image_gveval_sends(video):
+    from capjudge.judges.gveval.judge import build_request
+
+    sent = [part for part in build_request("a caption", video=video).parts if not isinstance(part, str)]
+    rendered = FrameGeometry(sample_points=4, shown=3, layout="strip", image_format="PNG").render(video)
+    assert [(p.data, p.media_type) for p in rendered] == [(p.data, p.media_type) for p in sent]
+    assert len(sent) == 1 and sent[0].media_type == "image/png"
+
+
+def test_anycap_geometry_renders_the_images_anycap_sends(video):
+    from capjudge.judges.anycap.judge import JPEG_QUALITY, build_request
+
+    sent = [part for part in build_request("brief", "a caption", "a reference", video=video).parts if not isinstance(part, str)]
+    rendered = FrameGeometry(sample_points=8, jpeg_quality=JPEG_QUALITY).render(video)
+    assert [p.data for p in rendered] == [p.data for p in sent]
+    assert len(sent) == 8 and {p.media_type for p in sent} == {"image/jpeg"}
+
+
+def test_a_geometry_that_cannot_be_is_refused():
+    with pytest.raises(DescriptorError, match="5 shown of 4"):
+        FrameGeometry(sample_points=4, shown=5)
+    with pytest.raises(DescriptorError, match="strip is one PNG"):
+        FrameGeometry(sample_points=4, layout="strip", image_format="JPEG")
+
+
+def test_facts_round_trip_through_json_and_name_what_is_missing():
+    descriptor = JudgeDescriptor(
+        name="toy", version="toy/1", published_model="m",
+        reply_fields=ReplyFields(values={"overall": "scores.overall", "fluency": "scores.fluency"},
+                                 metrics={"toy_overall": "overall"}, scores=("overall", "fluency"), main="overall"),
+        frames=FrameGeometry(sample_points=2), reply_grammar="two integers",
+    )
+    assert JudgeDescriptor.from_facts(json.loads(json.dumps(descriptor.facts()))) == descriptor
+    broken = descriptor.facts()
+    del broken["reply_fields"]["values"]
+    with pytest.raises(DescriptorError, match="values"):
+        JudgeDescriptor.from_facts(broken)
+    with pytest.raises(RecordError, match="must be an object"):  # a record reader reports it like any bad record
+        JudgeDescriptor.from_facts(["toy"])
+    with pytest.raises(DescriptorError, match="does not declare"):
+        JudgeDescriptor("toy", "1", "", ReplyFields(values={}, metrics={}, scores=("overall",)), None, "")
+
+
+def test_each_shipped_judge_is_described_once_and_its_tasks_read_it():
+    from capjudge.judges.known_judges import SHIPPED_JUDGES
+    from capjudge.tasks.judged.anycap_task import AnyCapSettings
+    from capjudge.tasks.judged.gveval_task import GVEvalSettings
+
+    for settings in (GVEvalSettings, AnyCapSettings):
+        descriptor = SHIPPED_JUDGES[settings.judge_name]
+        assert settings.descriptor is descriptor
+        assert (settings.judge_version, settings.published_model) == (descriptor.version, descriptor.published_model)
+        assert descriptor.frames is not None and descriptor.view_reply is not None

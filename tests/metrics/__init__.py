@@ -1,0 +1,1 @@
+"""Tests of metrics/: statistics, human correlation, leaderboards, item reports, sensitivity and run files."""

@@ -1,0 +1,1 @@
+"""Tests of metrics/human_correlation/: `capjudge correlate`, VATEX-EVAL and the classic baselines."""

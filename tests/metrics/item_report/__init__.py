@@ -1,0 +1,1 @@
+"""Tests of metrics/item_report/: `capjudge report`, the per-item page."""

@@ -1,0 +1,1 @@
+"""Tests of metrics/leaderboard/: `capjudge leaderboard` and its files."""

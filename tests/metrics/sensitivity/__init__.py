@@ -1,0 +1,1 @@
+"""Tests of metrics/sensitivity/: perturbations, shifts and the per-item sensitivity page."""

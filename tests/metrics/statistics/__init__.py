@@ -1,0 +1,1 @@
+"""Tests of metrics/statistics/: correlations, agreement, bootstraps and judge reliability."""

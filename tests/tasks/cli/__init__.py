@@ -1,0 +1,1 @@
+"""Tests of the `capjudge` command line: its layout, its README reference and its bounds."""

@@ -1,0 +1,1 @@
+"""Tests of the committed demo split (tasks/demo/)."""

@@ -1,0 +1,1 @@
+"""Tests of the captions_file lmms-eval model (capjudge.models)."""
