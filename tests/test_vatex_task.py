@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from capjudge.judges.client.config import ConfigError
 from capjudge.judges.datasets.vatex_eval import load_vatex_eval, ratings_matrix
-from capjudge.tasks.judged.gveval_task import GVEvalSettings
+from capjudge.tasks.harness.gveval_task import GVEvalSettings
 from conftest import run_capjudge, shared_path
 from harness_runs import judge_server, launch_lmms_eval, run_lmms_eval
 from scipy.stats import kendalltau, spearmanr

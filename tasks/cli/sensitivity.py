@@ -6,7 +6,7 @@ mean paired shift with a clip-bootstrap CI, the share of items moved the sound w
     capjudge sensitivity --task gveval_references --candidates --limit 30 --out results/sensitivity   # MSVD-Eval's
     capjudge sensitivity ... --dry-run --price-input 2.50 --price-output 10.00   # judgments, tokens, cost; sends nothing
 
-The parser only: the judging is capjudge.tasks.sensitivity.judging (through the task's own judge_all: the same
+The parser only: the judging is capjudge.tasks.runs.sensitivity.judging (through the task's own judge_all: the same
 client, cache, budget and panel as `capjudge judge`), the statistics capjudge.metrics.sensitivity.
 Writes OUT/sensitivity_<task>.json (every text the judge saw, both judgments per pair with the replies, every
 shift), OUT/sensitivity_<task>.png (the shifts with their CIs) and OUT/sensitivity_<task>.html (per item, the
@@ -31,7 +31,7 @@ from typing import Any
 from capjudge.metrics.files.outputs import folder_argument
 from capjudge.tasks import TASKS_DIR
 from capjudge.tasks.cli.bounds import MAX_ITEMS, MAX_RESAMPLES, MAX_SEED, count_argument
-from capjudge.tasks.judging.estimate import DEFAULT_OUTPUT_TOKENS
+from capjudge.tasks.runs.judging.estimate import DEFAULT_OUTPUT_TOKENS
 
 # Below this many resamples the 2.5% and 97.5% percentiles of a 95% CI rest on a handful of draws.
 MIN_RESAMPLES = 100
@@ -96,10 +96,10 @@ def run(args: argparse.Namespace) -> int:
     from capjudge.metrics.sensitivity.perturbations import PERTURBATIONS, PerturbationError, perturbation_named
     from capjudge.models.captions_file import CaptionsFileError
     from capjudge.tasks.cli.estimate import _prices
-    from capjudge.tasks.judged.sources import DatasetError
-    from capjudge.tasks.judging.estimate import EstimateError
-    from capjudge.tasks.judging.stage import JudgeStageError
-    from capjudge.tasks.sensitivity.judging import SensitivityError
+    from capjudge.tasks.harness.sources import DatasetError
+    from capjudge.tasks.runs.judging.estimate import EstimateError
+    from capjudge.tasks.runs.judging.stage import JudgeStageError
+    from capjudge.tasks.runs.sensitivity.judging import SensitivityError
 
     try:
         names = args.perturbation or [p.name for p in PERTURBATIONS]
@@ -127,16 +127,16 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _planned(args: argparse.Namespace, task: Any, perturbations: list[Any]) -> list[Any]:
-    from capjudge.tasks.sensitivity.judging import original_captions, plan
+    from capjudge.tasks.runs.sensitivity.judging import original_captions, plan
 
     pairs = original_captions(task, args.task, args.run, args.captions, args.candidates, args.limit)
     return plan(pairs, perturbations, args.seed)
 
 
 def _dry_run(args: argparse.Namespace, perturbations: list[Any], prices: tuple[float, float] | None) -> int:
-    from capjudge.tasks.judged.judged_task import counting_requests_only
-    from capjudge.tasks.judging.stage import load_judged_task
-    from capjudge.tasks.sensitivity.pricing import price_planned
+    from capjudge.tasks.harness.judged_task import counting_requests_only
+    from capjudge.tasks.runs.judging.stage import load_judged_task
+    from capjudge.tasks.runs.sensitivity.pricing import price_planned
 
     with counting_requests_only():  # nothing is sent: no judge or key is needed (the cache is only read)
         task = load_judged_task(args.task, args.include_path)
@@ -153,9 +153,9 @@ def _judge(args: argparse.Namespace, perturbations: list[Any], out: Path) -> int
     from capjudge.metrics.sensitivity.outputs import check_outputs, page_found, plot_found, report_found, run_stamp
     from capjudge.metrics.sensitivity.plot import render_shifts_png
     from capjudge.metrics.sensitivity.report import markdown, sensitivity_json, summary_json
-    from capjudge.tasks.judged.run_outcome import EXIT_STATUS, failure_rate_problem
-    from capjudge.tasks.judging.stage import load_judged_task
-    from capjudge.tasks.sensitivity.judging import judge_label, judge_planned, unjudged_share
+    from capjudge.tasks.run_outcome import EXIT_STATUS, failure_rate_problem
+    from capjudge.tasks.runs.judging.stage import load_judged_task
+    from capjudge.tasks.runs.sensitivity.judging import judge_label, judge_planned, unjudged_share
 
     task = load_judged_task(args.task, args.include_path)
     planned = _planned(args, task, perturbations)
