@@ -36,7 +36,7 @@ def run_sensitivity(task: str, *, captions: str | os.PathLike[str] | None = None
     from capjudge.metrics.sensitivity.perturbations import PERTURBATIONS, perturbation_named
     from capjudge.tasks import TASKS_DIR
     from capjudge.tasks.cli.bounds import MAX_ITEMS, MAX_RESAMPLES, MAX_SEED
-    from capjudge.tasks.cli.sensitivity import DEFAULT_RESAMPLES, MIN_RESAMPLES
+    from capjudge.tasks.runs.sensitivity.run import DEFAULT_RESAMPLES, MIN_RESAMPLES
     from capjudge.tasks.runs.judging.stage import load_judged_task
     from capjudge.tasks.runs.sensitivity.judging import SensitivityError, judge_planned, original_captions, plan
 
