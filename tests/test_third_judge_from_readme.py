@@ -149,7 +149,7 @@ def _readme_layout(copy: Path, path: str, step: str) -> None:
                     + "    judge.py".ljust(column) + "its prompt, its request, DESCRIPTOR\n"
                     + "    parser.py".ljust(column) + "reply -> match 1-5, or a typed failure\n", layout)
     _add_after_line(copy, path, "  datasets/ ", f"    {DATASET}.py".ljust(column) + "its items, their item format\n", layout)
-    _add_after_line(copy, path, "  judged/ ", f"    {NAME}_task.py".ljust(column) + "its settings, metric values\n", layout)
+    _add_after_line(copy, path, "  harness/ ", f"    {NAME}_task.py".ljust(column) + "its settings, metric values\n", layout)
     _edit(copy, path, "  gveval/ anycap_style/ ", f"  gveval/ anycap_style/ {NAME}/ ")
 
 
