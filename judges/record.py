@@ -1,7 +1,7 @@
 """The per-item record a judged task logs, as typed data: what `--log_samples` keeps of each judgment.
 
 lmms-eval writes every key `process_results` returns into the samples line, so the record rides as the value
-of one metric, `judged` (RECORD_METRIC; see `capjudge.tasks.judged.judged_task`):
+of one metric, `judged` (RECORD_METRIC; see `capjudge.tasks.harness.judged_task`):
 
     {"record_version": 2,
      "item_id": "g01",

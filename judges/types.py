@@ -198,7 +198,7 @@ class JudgeCaller(Protocol):
     Implemented by the network client (`capjudge.judges.client.judge_client.JudgeClient`) and by each stand-in
     that takes its place around a judge: the per-item observer (`client.observed.ObservedClient`), the Batch
     stage's collector (`client.batch.BatchRecorder`) and `capjudge estimate`'s counter
-    (`tasks.judging.estimate.EstimatingClient`), which all keep this signature so a judge never knows which."""
+    (`tasks.runs.judging.estimate.EstimatingClient`), which all keep this signature so a judge never knows which."""
 
     def judge(self, request: ChatRequest, parse: Callable[[JudgeReply], Any], *, judge_version: str,
               max_tries: int = 1, first_sample_index: int = 0) -> JudgeOutcome[Any]: ...

@@ -1,6 +1,7 @@
 """The house plan, checked: the README's layout names every module there is, pyproject installs every
-sub-package, imports only go down the layers (tasks -> metrics -> judges) with no cycle anywhere (type-only
-imports included), and no module grows past MAX_MODULE_LINES.
+sub-package, imports only go down the layers (tasks -> metrics -> judges; inside tasks: cli -> runs -> harness
+and models -> the tasks package's own modules) with no cycle anywhere (type-only imports included), and no
+module grows past MAX_MODULE_LINES.
 
 These are static checks (files and ASTs), so a module that moves, appears or starts importing upward fails
 here, with its name, before a reader of the README or a wheel user finds out.
@@ -20,9 +21,26 @@ TOP_FOLDERS = {"judges": "capjudge.judges", "metrics": "capjudge.metrics", "task
 # tasks/api is capjudge.api, the public Python API (README "Python API"): one namespace a notebook imports.
 RENAMED_FOLDERS = {"tasks/models": "capjudge.models", "tasks/api": "capjudge.api"}
 LAYER = {"judges": 0, "metrics": 1, "tasks": 2}
+# The floors of the installed package, bottom to top (issue #48 item 1): a module imports only modules of a
+# lower floor, or of its own unit. A unit is the longest of these prefixes that names the module; two units on
+# one floor (the lmms-eval glue and the lmms-eval model) may not import each other. `capjudge.tasks` itself
+# (TASKS_DIR, the version, how a run inside lmms-eval ends: run_outcome) is what every tasks floor shares.
+UNIT_FLOORS = {
+    "capjudge.judges": 0,
+    "capjudge.metrics": 1,
+    "capjudge.tasks": 2,
+    "capjudge.tasks.harness": 3,  # the lmms-eval glue: task classes, process_results, aggregations, who judges
+    "capjudge.models": 3,  # the lmms-eval model (captions_file): a unit of its own, no longer counted in tasks
+    "capjudge.tasks.runs": 4,  # the runs the commands start: judging stage, Batch stage, sensitivity, demo
+    "capjudge.tasks.cli": 5,  # argument parsing on top
+    "capjudge.api": 6,  # the users' entry (README "Python API")
+}
 # Packages on a floor of their own above their folder's: the public API may import every layer, and nothing in
 # capjudge may import it (it is the users' entry, never a dependency of the commands or the tasks).
 PACKAGE_LAYER = {"capjudge.api": 3}
+# Nothing imports these but their own modules (and, for the command line, the public API above it): they are
+# entries, never a dependency.
+ENTRY_UNITS = ("capjudge.tasks.cli", "capjudge.api")
 
 
 def _task_folders() -> set[str]:
@@ -166,21 +184,81 @@ def _import_graph(type_checking: bool = False) -> dict[str, set[str]]:
             for name, path in modules.items()}
 
 
+def _unit(module: str) -> str:
+    """The unit a module belongs to: the longest UNIT_FLOORS prefix naming it."""
+    return max((unit for unit in UNIT_FLOORS if module == unit or module.startswith(unit + ".")), key=len)
+
+
 def _layer(module: str, path: Path) -> int:
-    """A module's floor: its package's own (PACKAGE_LAYER), else the top folder its file sits in (capjudge.models
-    is in tasks/)."""
+    """A module's floor in the installed package: its unit's (UNIT_FLOORS), whatever folder its file sits in
+    (capjudge.models is the folder tasks/models, a floor of its own; capjudge.api is tasks/api)."""
+    return UNIT_FLOORS[_unit(module)]
+
+
+def _folder_layer(module: str, path: Path) -> int:
+    """The coarse floor: its package's own (PACKAGE_LAYER), else the top folder its file sits in."""
     for package, floor in PACKAGE_LAYER.items():
         if module == package or module.startswith(package + "."):
             return floor
     return LAYER[path.relative_to(REPO_ROOT).parts[0]]
 
 
+def _upward(graph: dict[str, set[str]], layer: dict[str, int]) -> list[str]:
+    """Imports that go up a floor, or sideways into another unit of the same floor."""
+    return [f"{module} imports {imported}" for module, imported_set in graph.items() for imported in sorted(imported_set)
+            if layer[imported] > layer[module] or (layer[imported] == layer[module] and _unit(imported) != _unit(module))]
+
+
 def test_imports_only_go_down_the_layers():
     # Type-only imports count too: an annotation naming a higher layer's type is a dependency on that layer.
-    layer = {name: _layer(name, path) for name, path in _modules().items()}
-    upward = [f"{module} imports {imported}" for module, imported_set in _import_graph(type_checking=True).items()
+    modules = _modules()
+    graph = _import_graph(type_checking=True)
+    layer = {name: _folder_layer(name, path) for name, path in modules.items()}
+    upward = [f"{module} imports {imported}" for module, imported_set in graph.items()
               for imported in sorted(imported_set) if layer[imported] > layer[module]]
     assert upward == []
+    # The finer floors: judges < metrics < the tasks package < harness, models < runs < cli < api.
+    assert _upward(graph, {name: _layer(name, path) for name, path in modules.items()}) == []
+
+
+def test_nothing_imports_the_entries():
+    """The command line and the public API are entries: no other module imports them (type-only imports
+    included). The API may use the command line's bounds; nothing may use the API."""
+    graph = _import_graph(type_checking=True)
+    into_entries = [f"{module} imports {imported}" for module, imported_set in graph.items()
+                    for imported in sorted(imported_set)
+                    if _unit(imported) in ENTRY_UNITS and _unit(module) not in ENTRY_UNITS]
+    assert into_entries == []
+    assert [f"{module} imports {imported}" for module, imported_set in graph.items() for imported in sorted(imported_set)
+            if _unit(imported) == "capjudge.api" and _unit(module) != "capjudge.api"] == []
+    # Every floor is populated: a unit named above that no module belongs to is a stale entry.
+    assert {_unit(name) for name in _modules()} == set(UNIT_FLOORS)
+
+
+def test_every_tasks_package_has_a_floor():
+    """A new package directly under tasks/ chooses its floor here (UNIT_FLOORS): otherwise it would count as the
+    tasks package's own floor, below the glue, without anyone deciding it."""
+    packages = {name for name, path in _modules().items() if path.name == "__init__.py"}
+    direct = {name for name in packages if name.startswith("capjudge.tasks.") and name.count(".") == 2}
+    assert sorted(direct - set(UNIT_FLOORS)) == []
+
+
+def test_the_floors_see_an_arrow_back_up():
+    """The floor checks read real imports: an arrow from the lmms-eval model into the glue (the one issue #48
+    found, captions_file importing tasks.judged.run_outcome), from the glue into the runs, and from a run into
+    the command line are each reported."""
+    layer = {"capjudge.models.captions_file": 3, "capjudge.tasks.harness.run_outcome": 3,
+             "capjudge.tasks.harness.judged_task": 3, "capjudge.tasks.runs.judging.stage": 4,
+             "capjudge.tasks.cli.bounds": 5, "capjudge.tasks.run_outcome": 2}
+    graph = {"capjudge.models.captions_file": {"capjudge.tasks.harness.run_outcome"},
+             "capjudge.tasks.harness.judged_task": {"capjudge.tasks.runs.judging.stage", "capjudge.tasks.run_outcome"},
+             "capjudge.tasks.runs.judging.stage": {"capjudge.tasks.cli.bounds"}}
+    assert _upward(graph, layer) == [
+        "capjudge.models.captions_file imports capjudge.tasks.harness.run_outcome",
+        "capjudge.tasks.harness.judged_task imports capjudge.tasks.runs.judging.stage",
+        "capjudge.tasks.runs.judging.stage imports capjudge.tasks.cli.bounds"]
+    assert _unit("capjudge.models") == "capjudge.models" and _unit("capjudge.tasks.run_outcome") == "capjudge.tasks"
+    assert _unit("capjudge.tasks.runs.sensitivity.judging") == "capjudge.tasks.runs"
 
 
 def test_no_import_cycles():
@@ -243,6 +321,7 @@ def test_the_layout_checks_can_fail():
     # The task folders are found by convention: the shipped ones, and no code package among them.
     assert {"gveval", "anycap_style", "demo", "suites"} <= TASK_FOLDERS
     assert not TASK_FOLDERS & {"cli", "judged", "judging", "models", "sensitivity"}
+    assert not TASK_FOLDERS & {"harness", "runs", "api"}
     assert {"judges/client/judge_client.py", "tasks/cli/main.py", "judges/types.py"} <= _readme_layout_modules()
 
 
@@ -319,11 +398,11 @@ def test_the_repeated_names_check_can_fail():
 
 
 def test_who_judges_is_told_apart_in_one_place():
-    """One judge or a panel is decided where who judges is built (tasks/judged/who_judges.py for judging;
+    """One judge or a panel is decided where who judges is built (tasks/harness/who_judges.py for judging;
     capjudge.metrics.files.judged_by for the readers, from what a run logged): nowhere else tests a panel for
     None (#38 item 2)."""
     found = [f"{path.relative_to(REPO_ROOT)}:{number}" for path in sorted(_modules().values())
              for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
              if re.search(r"\bpanel is (not )?None\b", line)]
-    assert [place for place in found if not place.startswith("tasks/judged/who_judges.py:")] == []
+    assert [place for place in found if not place.startswith("tasks/harness/who_judges.py:")] == []
     assert found, "the check reads the files: who_judges.py's own test is seen"

@@ -64,7 +64,7 @@ DEFAULT_MAX_TOKENS = 4096
 PUBLISHED_MAX_TRIES = 5
 
 # Each logged reply (capjudge.judges.record.ReplySample) is the whole AnyCapResult. The task's score metrics
-# (capjudge.tasks.judged.anycap_task) average the score after the length rules, `final_score`, of the judged
+# (capjudge.tasks.harness.anycap_task) average the score after the length rules, `final_score`, of the judged
 # replies; `judge_score` is what the judge itself said. The caption's word count is the same in every reply
 # (no judge noise in it, but still the replies' mean).
 DESCRIPTOR = JudgeDescriptor(

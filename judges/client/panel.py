@@ -68,10 +68,10 @@ MAX_DIGITS_IN_VARIABLE_NAME = 8
 MEMBER_SEPARATOR = "@"
 # The member name of one judge (no panel): a run judged by one judge is judged by one member, whose values are
 # the run's own, so this name is never part of a metric or a file. Shared by who judges a task
-# (capjudge.tasks.judged.who_judges) and who judged a run (capjudge.metrics.files.judged_by).
+# (capjudge.tasks.harness.who_judges) and who judged a run (capjudge.metrics.files.judged_by).
 ONE_JUDGE = "judge"
 # What a panel run logs beyond each member's metrics, named once here, below every layer that writes
-# (capjudge.tasks.judged.panel_judging) or reads them (the leaderboard, the item report): the agreement
+# (capjudge.tasks.harness.panel_judging) or reads them (the leaderboard, the item report): the agreement
 # figures, each with its interval's ends placed before the `@` (`panel_offset_ci_low@qwen`), a pair of members
 # as `<a>~<b>`, and the record field of the panel's judgment and judge (`panel`).
 ALPHA_METRIC = "panel_alpha"

@@ -1,4 +1,4 @@
-"""The packaged demo splits (`tasks/demo/`, written by `tests/demo_data.py`): ten drawn clips, G-VEval's split
+"""The packaged demo splits (`tasks/demo/`, written by `tests/support/demo_data.py`): ten drawn clips, G-VEval's split
 with true-by-construction references and AnyCap's with one instruction and reference per item. Their item
 formats; no human ratings.
 """

@@ -27,11 +27,11 @@ SHIPPED_DATASETS: Mapping[str, ItemFormat] = {
 # judge task modules that then held the formats. A task variant made by copying a shipped YAML (lmms-eval's
 # usual way to change a task) still names them so and would stop loading: the old paths, to today's names.
 _LEGACY_ITEM_FORMATS = {
-    "capjudge.tasks.judged.gveval_task.MSVD_EVAL_FORMAT": "msvd_eval",
-    "capjudge.tasks.judged.gveval_task.VATEX_EVAL_FORMAT": "vatex_eval",
-    "capjudge.tasks.judged.gveval_task.DEMO_FORMAT": "gveval_demo",
-    "capjudge.tasks.judged.anycap_task.ANYCAP_FORMAT": "anycap_video",
-    "capjudge.tasks.judged.anycap_task.DEMO_FORMAT": "anycap_demo",
+    "capjudge.tasks.harness.gveval_task.MSVD_EVAL_FORMAT": "msvd_eval",
+    "capjudge.tasks.harness.gveval_task.VATEX_EVAL_FORMAT": "vatex_eval",
+    "capjudge.tasks.harness.gveval_task.DEMO_FORMAT": "gveval_demo",
+    "capjudge.tasks.harness.anycap_task.ANYCAP_FORMAT": "anycap_video",
+    "capjudge.tasks.harness.anycap_task.DEMO_FORMAT": "anycap_demo",
 }
 
 

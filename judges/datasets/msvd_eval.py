@@ -20,7 +20,7 @@ from capjudge.judges.jsonl import read_json
 
 # The columns of each annotator's list, as published: G-VEval's four ACCR dimensions in the rubric's order,
 # then their mean. Spelled here, not taken from the judge, so that the file reads without any judge's code;
-# they are the G-VEval judge's score names too (tests/test_datasets.py checks), which is what lets its task
+# they are the G-VEval judge's score names too (tests/judges/datasets/test_datasets.py checks), which is what lets its task
 # pair a judge score with the human column of the same name. The G-VEval code correlates baselines with
 # column 4 (the mean of the four ACCR dimensions).
 SCORE_NAMES: tuple[str, ...] = ("accuracy", "completeness", "conciseness", "relevance", "mean")

@@ -64,7 +64,7 @@ DESCRIPTOR = JudgeDescriptor(
     version=JUDGE_VERSION,
     published_model=PUBLISHED_MODEL,
     # Each logged reply (capjudge.judges.record.ReplySample) keeps its scores in `scores`; the task's per-item
-    # metric `gveval_<score>` (capjudge.tasks.judged.gveval_task) is the mean of the judged replies' score.
+    # metric `gveval_<score>` (capjudge.tasks.harness.gveval_task) is the mean of the judged replies' score.
     reply_fields=ReplyFields(
         values={name: f"scores.{name}" for name in SCORE_NAMES},
         metrics={f"gveval_{name}": name for name in SCORE_NAMES},

@@ -36,7 +36,7 @@ DIMENSION_MARKERS: tuple[tuple[str, str], ...] = (
 DIMENSION_NAMES = tuple(name for name, _ in DIMENSION_MARKERS)
 # Every score a G-VEval result has: the four dimensions, then their mean (the task's metric names and the
 # CLI's output keys, in this order; MSVD-Eval's human-score columns, which capjudge.judges.datasets.msvd_eval
-# spells itself, are these names in this order too: tests/test_datasets.py checks).
+# spells itself, are these names in this order too: tests/judges/datasets/test_datasets.py checks).
 SCORE_NAMES: tuple[str, ...] = (*DIMENSION_NAMES, "mean")
 MIN_SCORE, MAX_SCORE = 0, 100  # every score, the mean of the four included
 

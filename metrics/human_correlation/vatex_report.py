@@ -178,7 +178,7 @@ def _run_scorer(path: Path, candidates: Sequence[VatexCandidate], metric: str, t
     # a key twice on a line is refused, as in every VATEX input.
     lines = list(numbered_objects(task_run.samples_path, VatexReportError, unique_keys=True))
     # The YAML's metrics are read with the run; another per-item value the task logged (a panel member's
-    # `gveval_mean@<member>`, capjudge.tasks.judged.panel_judging) is read from the samples here.
+    # `gveval_mean@<member>`, capjudge.tasks.harness.panel_judging) is read from the samples here.
     logged = task_run.values[metric] if metric in task_run.values else _logged_values(task_run, lines, name, metric)
     positions = _position_of(candidates)
     values = np.full(len(candidates), np.nan)

@@ -1,5 +1,5 @@
 """A judge's sensitivity, from its judgments of originals and their perturbations: what `capjudge sensitivity`
-reports (the judging itself: capjudge.tasks.sensitivity.judging).
+reports (the judging itself: capjudge.tasks.runs.sensitivity.judging).
 
 Per scorer (the one judge; with a panel the panel and each member), perturbation and score dimension with an
 expectation: the paired shift (`shifts.paired_shift`: mean perturbed - original with a clip-clustered

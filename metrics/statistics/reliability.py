@@ -171,7 +171,7 @@ def retest_statistics(matrix: np.ndarray, *, score: str = "score", left_out: int
     point = statistics(matrix)
     draws = np.array([statistics(matrix[rows]) for rows in draw_item_indices(n, n_resamples, seed)]) if n_resamples else None
     # BCa rather than plain percentiles: with a few dozen items the percentile interval of the pooled SD
-    # covered the truth 88% of the time at a nominal 95% (simulated, tests/test_judge_noise.py); BCa's
+    # covered the truth 88% of the time at a nominal 95% (simulated, tests/metrics/statistics/test_judge_noise.py); BCa's
     # bias and skew corrections need the leave-one-item-out values, cheap at this size.
     jackknife = np.array([statistics(np.delete(matrix, i, axis=0)) for i in range(n)]) if draws is not None else None
 

@@ -32,7 +32,7 @@ from capjudge.metrics.leaderboard.table import Leaderboard
 from capjudge.metrics.sensitivity.report import SensitivityReport
 from capjudge.metrics.sensitivity.report import markdown as sensitivity_table
 from capjudge.metrics.statistics.correlation import BootstrapSettings, Coefficient, CorrelationResult, correlate
-from capjudge.tasks.judged.item_judgment import ItemJudgment
+from capjudge.tasks.harness.item_judgment import ItemJudgment
 
 __all__ = [
     # Judging: a named judge, one item or a list, the client, cache and rate budget as configured.

@@ -2,7 +2,7 @@
 
 A judge is known by its task class (a `JudgedTask` whose settings name the judge's `DESCRIPTOR`): that class
 holds the one per-item path every run takes (`JudgedTask.judge_item`), so the API judges exactly as lmms-eval
-and `capjudge judge` do. Found, not listed: every module `tasks/judged/<name>_task.py` is imported (a judge added
+and `capjudge judge` do. Found, not listed: every module `tasks/harness/<name>_task.py` is imported (a judge added
 as the README's "A third judge" says is known with no edit here), and any other judged task class already
 imported counts too (a judge kept outside capjudge, once the notebook has imported its task module).
 
@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING, Any
 from capjudge.api.errors import UnknownJudgeError
 
 if TYPE_CHECKING:
-    from capjudge.tasks.judged.judged_task import JudgedTask
+    from capjudge.tasks.harness.judged_task import JudgedTask
 
-# The modules of capjudge's own judges' task classes: tasks/judged/<name>_task.py.
+# The modules of capjudge's own judges' task classes: tasks/harness/<name>_task.py.
 _TASK_MODULE_SUFFIX = "_task"
 
 
@@ -38,12 +38,12 @@ def judge_task(name: Any) -> type[JudgedTask]:
 
 
 def _judge_tasks() -> dict[str, type[JudgedTask]]:
-    from capjudge.tasks import judged
-    from capjudge.tasks.judged.judged_task import JudgedTask
+    from capjudge.tasks import harness
+    from capjudge.tasks.harness.judged_task import JudgedTask
 
-    for module in pkgutil.iter_modules(judged.__path__):
+    for module in pkgutil.iter_modules(harness.__path__):
         if module.name.endswith(_TASK_MODULE_SUFFIX):
-            importlib.import_module(f"{judged.__name__}.{module.name}")
+            importlib.import_module(f"{harness.__name__}.{module.name}")
     found: dict[str, type[JudgedTask]] = {}
     pending = list(JudgedTask.__subclasses__())
     while pending:  # breadth first: a judge's own task class comes before any variant derived from it

@@ -20,7 +20,7 @@ from capjudge.api.errors import JudgeInputError
 from capjudge.api.items import checked_item, checked_items
 from capjudge.api.judges import judge_task
 from capjudge.judges.client.config import JudgeConfig
-from capjudge.tasks.judged.item_judgment import ItemJudgment
+from capjudge.tasks.harness.item_judgment import ItemJudgment
 
 
 def judge_caption(judge: str, item: Mapping[str, Any], *, config: JudgeConfig | None = None,
@@ -51,7 +51,7 @@ def judge_captions(judge: str, items: Sequence[Mapping[str, Any]], *, config: Ju
     bar; the judgments in the items' order. Every item is checked before the first request. An item given twice
     (same id and caption) is judged once. A field the judge reads that an item lacks is an ItemError raised once
     the other items are judged (their replies are in the cache: a rerun without that item asks nothing again)."""
-    from capjudge.tasks.judged.prejudge import PrejudgedItems, item_key, prejudge
+    from capjudge.tasks.harness.prejudge import PrejudgedItems, item_key, prejudge
 
     task = judge_task(judge)
     checked = checked_items(judge, items)

@@ -1,6 +1,6 @@
 """What fools a judge, from Python: `capjudge sensitivity` without its files, the report returned instead.
 
-The run is the command's own (capjudge.tasks.sensitivity.judging): the task built as lmms-eval builds it, every
+The run is the command's own (capjudge.tasks.runs.sensitivity.judging): the task built as lmms-eval builds it, every
 original caption and each controlled perturbation judged through the task's `judge_all` (the client, reply
 cache, rate budget, pre-flight probe and panel of the environment's judge configuration, as every run), then the
 paired shifts with clip-bootstrap intervals (capjudge.metrics.sensitivity). A rerun asks nothing: every
@@ -36,9 +36,9 @@ def run_sensitivity(task: str, *, captions: str | os.PathLike[str] | None = None
     from capjudge.metrics.sensitivity.perturbations import PERTURBATIONS, perturbation_named
     from capjudge.tasks import TASKS_DIR
     from capjudge.tasks.cli.bounds import MAX_ITEMS, MAX_RESAMPLES, MAX_SEED
-    from capjudge.tasks.cli.sensitivity import DEFAULT_RESAMPLES, MIN_RESAMPLES
-    from capjudge.tasks.judging.stage import load_judged_task
-    from capjudge.tasks.sensitivity.judging import SensitivityError, judge_planned, original_captions, plan
+    from capjudge.tasks.runs.sensitivity.run import DEFAULT_RESAMPLES, MIN_RESAMPLES
+    from capjudge.tasks.runs.judging.stage import load_judged_task
+    from capjudge.tasks.runs.sensitivity.judging import SensitivityError, judge_planned, original_captions, plan
 
     resamples = DEFAULT_RESAMPLES if resamples is None else resamples
     for name, value, low, high in (("limit", limit, 1, MAX_ITEMS), ("seed", seed, 0, MAX_SEED),

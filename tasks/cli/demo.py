@@ -1,7 +1,7 @@
 """`capjudge demo`: the whole product, offline, on the demo split shipped in tasks/demo/.
 
 The parser only; the pipeline (local judge, lmms-eval per caption set, report and leaderboard) is
-capjudge.tasks.demo_pipeline.
+capjudge.tasks.runs.demo_pipeline.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any
 
 from capjudge.metrics.files.outputs import folder_argument
 from capjudge.tasks.cli.bounds import MAX_ITEMS, count_argument
-from capjudge.tasks.demo_pipeline import CAPTION_SETS, DemoOptions, run_demo
+from capjudge.tasks.runs.demo_pipeline import CAPTION_SETS, DemoOptions, run_demo
 
 
 def register(groups: Any) -> None:

@@ -1,7 +1,7 @@
 """`capjudge estimate`: what judging a task will cost, before a single request is made.
 
 The parser only: the flags are checked (prices, rates, --limit) and passed to
-capjudge.tasks.judging.estimate.estimate_task, which builds and counts every request.
+capjudge.tasks.runs.judging.estimate.estimate_task, which builds and counts every request.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any
 
 from capjudge.tasks import TASKS_DIR
 from capjudge.tasks.cli.bounds import MAX_ITEMS, count_argument
-from capjudge.tasks.judging.estimate import DEFAULT_OUTPUT_TOKENS, EstimateError
+from capjudge.tasks.runs.judging.estimate import DEFAULT_OUTPUT_TOKENS, EstimateError
 
 
 def register(groups: Any) -> None:
@@ -37,8 +37,8 @@ def run(args: argparse.Namespace) -> int:
     from capjudge.judges.client.charge import BudgetFileError
     from capjudge.judges.client.config import ConfigError
     from capjudge.judges.datasets.items import DatasetError
-    from capjudge.tasks.judging.estimate import estimate_task
-    from capjudge.tasks.judging.stage import JudgeStageError
+    from capjudge.tasks.runs.judging.estimate import estimate_task
+    from capjudge.tasks.runs.judging.stage import JudgeStageError
     from capjudge.models.captions_file import CaptionsFileError
 
     try:

@@ -1,7 +1,7 @@
 """`capjudge judge`: judging as its own stage, outside lmms-eval's process_results.
 
 The parser only: the flags become a `CaptionSource`, `BatchOptions` and a process count, and the stage
-(capjudge.tasks.judging.stage, with batch_stage and processes) does the rest.
+(capjudge.tasks.runs.judging.stage, with batch_stage and processes) does the rest.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ def register(groups: Any) -> None:
     count_argument(parser, "--processes", low=1, high=MAX_PROCESSES, default=None,
                    help="judging processes on this machine (default: one per 32 requests in flight "
                              "(CAPJUDGE_MAX_CONCURRENCY), at most one per core and one per 200 items; "
-                             "see capjudge.tasks.judging.processes)")
+                             "see capjudge.tasks.runs.judging.processes)")
     batch = parser.add_argument_group("Batch API (OpenAI / Azure OpenAI): half the price, replies within 24 h")
     batch.add_argument("--batch", action="store_true", help="judge through the Batch API; rerun the same command to re-attach")
     batch.add_argument("--no-wait", action="store_true", help="submit (or check) and exit; rerun later to collect")
@@ -68,10 +68,10 @@ def register(groups: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     # Imported here, not at the top: `capjudge --help` should not load the client machinery and lmms-eval.
     from capjudge.judges.client.config import ConfigError
-    from capjudge.tasks.judged.run_outcome import EXIT_STATUS, failure_rate_problem
+    from capjudge.tasks.run_outcome import EXIT_STATUS, failure_rate_problem
     from capjudge.judges.datasets.items import DatasetError
-    from capjudge.tasks.judging.batch_stage import BatchOptions, BatchStageError
-    from capjudge.tasks.judging.stage import JudgeStageError, caption_source, judge_stage
+    from capjudge.tasks.runs.judging.batch_stage import BatchOptions, BatchStageError
+    from capjudge.tasks.runs.judging.stage import JudgeStageError, caption_source, judge_stage
     from capjudge.models.captions_file import CaptionsFileError
 
     batch = None

@@ -2,7 +2,7 @@
 
 A table written by hand drifts: commands are added (`tasks-folder`, `vatex`) and flags grow (`demo --out`)
 while the table stays as it was. Here every row is one subcommand's own usage line and help text, so the
-table can only say what `capjudge COMMAND --help` says. tests/test_cli_reference.py fails when the README's
+table can only say what `capjudge COMMAND --help` says. tests/tasks/cli/test_cli_reference.py fails when the README's
 table and this output differ; `python -m capjudge.tasks.cli.reference --write README.md` rewrites it.
 """
 

@@ -6,8 +6,9 @@ mean paired shift with a clip-bootstrap CI, the share of items moved the sound w
     capjudge sensitivity --task gveval_references --candidates --limit 30 --out results/sensitivity   # MSVD-Eval's
     capjudge sensitivity ... --dry-run --price-input 2.50 --price-output 10.00   # judgments, tokens, cost; sends nothing
 
-The parser only: the judging is capjudge.tasks.sensitivity.judging (through the task's own judge_all: the same
-client, cache, budget and panel as `capjudge judge`), the statistics capjudge.metrics.sensitivity.
+The parser only: the run is capjudge.tasks.runs.sensitivity.run, the judging capjudge.tasks.runs.sensitivity.judging
+(through the task's own judge_all: the same client, cache, budget and panel as `capjudge judge`), the statistics
+capjudge.metrics.sensitivity.
 Writes OUT/sensitivity_<task>.json (every text the judge saw, both judgments per pair with the replies, every
 shift), OUT/sensitivity_<task>.png (the shifts with their CIs) and OUT/sensitivity_<task>.html (per item, the
 original and each perturbed caption side by side with every judgment and shift, wrong-way moves marked; read
@@ -21,7 +22,6 @@ written first).
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import shlex
 import sys
@@ -31,12 +31,8 @@ from typing import Any
 from capjudge.metrics.files.outputs import folder_argument
 from capjudge.tasks import TASKS_DIR
 from capjudge.tasks.cli.bounds import MAX_ITEMS, MAX_RESAMPLES, MAX_SEED, count_argument
-from capjudge.tasks.judging.estimate import DEFAULT_OUTPUT_TOKENS
-
-# Below this many resamples the 2.5% and 97.5% percentiles of a 95% CI rest on a handful of draws.
-MIN_RESAMPLES = 100
-DEFAULT_RESAMPLES = 2000
-REPORT_NAME = "sensitivity_{task}.json"
+from capjudge.tasks.runs.judging.estimate import DEFAULT_OUTPUT_TOKENS
+from capjudge.tasks.runs.sensitivity.run import DEFAULT_RESAMPLES, MIN_RESAMPLES, SensitivityRun
 
 
 def register(groups: Any) -> None:
@@ -96,10 +92,11 @@ def run(args: argparse.Namespace) -> int:
     from capjudge.metrics.sensitivity.perturbations import PERTURBATIONS, PerturbationError, perturbation_named
     from capjudge.models.captions_file import CaptionsFileError
     from capjudge.tasks.cli.estimate import _prices
-    from capjudge.tasks.judged.sources import DatasetError
-    from capjudge.tasks.judging.estimate import EstimateError
-    from capjudge.tasks.judging.stage import JudgeStageError
-    from capjudge.tasks.sensitivity.judging import SensitivityError
+    from capjudge.tasks.harness.sources import DatasetError
+    from capjudge.tasks.runs.judging.estimate import EstimateError
+    from capjudge.tasks.runs.judging.stage import JudgeStageError
+    from capjudge.tasks.runs.sensitivity.judging import SensitivityError
+    from capjudge.tasks.runs.sensitivity.run import dry_run, judge_into
 
     try:
         names = args.perturbation or [p.name for p in PERTURBATIONS]
@@ -113,88 +110,20 @@ def run(args: argparse.Namespace) -> int:
             prices = _prices(args.price_input, args.price_output)
             if not math.isfinite(args.output_tokens) or args.output_tokens < 0:
                 raise EstimateError(f"--output-tokens must be a number >= 0, got {args.output_tokens}")
-            return _dry_run(args, perturbations, prices)
+            return dry_run(_run_options(args), perturbations, prices, args.output_tokens)
         if args.price_input or args.price_output:
             raise SensitivityError("--price-input and --price-output go with --dry-run")
         if args.out is None:
             raise SensitivityError("--out is required: the report (every text the judge saw) is written there")
         out = writable_folder(args.out)
-        return _judge(args, perturbations, out)
+        return judge_into(_run_options(args), perturbations, out)
     except (SensitivityError, PerturbationError, JudgeStageError, ConfigError, DatasetError, CaptionsFileError,
             OutputError, EstimateError, BudgetFileError) as error:
         print(f"capjudge sensitivity: {error}", file=sys.stderr)
         return 2
 
 
-def _planned(args: argparse.Namespace, task: Any, perturbations: list[Any]) -> list[Any]:
-    from capjudge.tasks.sensitivity.judging import original_captions, plan
-
-    pairs = original_captions(task, args.task, args.run, args.captions, args.candidates, args.limit)
-    return plan(pairs, perturbations, args.seed)
-
-
-def _dry_run(args: argparse.Namespace, perturbations: list[Any], prices: tuple[float, float] | None) -> int:
-    from capjudge.tasks.judged.judged_task import counting_requests_only
-    from capjudge.tasks.judging.stage import load_judged_task
-    from capjudge.tasks.sensitivity.pricing import price_planned
-
-    with counting_requests_only():  # nothing is sent: no judge or key is needed (the cache is only read)
-        task = load_judged_task(args.task, args.include_path)
-        who = task.who_judges()  # a panel's members, read without their keys
-    planned = _planned(args, task, perturbations)
-    estimate = price_planned(task, planned, len(perturbations), output_tokens=args.output_tokens, prices=prices, who=who)
-    print("\n".join(estimate.lines()))
-    return 0
-
-
-def _judge(args: argparse.Namespace, perturbations: list[Any], out: Path) -> int:
-    from capjudge.judges.atomic_files import write_replacing
-    from capjudge.metrics.sensitivity.items_page import page_path
-    from capjudge.metrics.sensitivity.outputs import check_outputs, page_found, plot_found, report_found, run_stamp
-    from capjudge.metrics.sensitivity.plot import render_shifts_png
-    from capjudge.metrics.sensitivity.report import markdown, sensitivity_json, summary_json
-    from capjudge.tasks.judged.run_outcome import EXIT_STATUS, failure_rate_problem
-    from capjudge.tasks.judging.stage import load_judged_task
-    from capjudge.tasks.sensitivity.judging import judge_label, judge_planned, unjudged_share
-
-    task = load_judged_task(args.task, args.include_path)
-    planned = _planned(args, task, perturbations)
-    command = command_line(args)
-    path = out / REPORT_NAME.format(task=args.task)
-    plot = path.with_suffix(".png")
-    # Every file this run writes, checked before a judgment is asked: a folder, a link or another run's file
-    # under one of the names is one line now, not a traceback (or a silent replacement) after the judging.
-    stamp = run_stamp(task.config.task, judge_label(task.identity()), command,
-                      [(item.item_id, item.original) for item in planned])
-    check_outputs([(path, report_found), (plot, plot_found), (page_path(path), page_found)], stamp)
-    report = judge_planned(task, planned, perturbations, n_resamples=args.resamples, seed=args.seed)
-    document = {**sensitivity_json(report, command), "judge_identity": dict(task.identity())}
-    write_replacing(path, json.dumps(document, indent=2, ensure_ascii=False, default=str) + "\n")
-    write_replacing(plot, render_shifts_png(report, stamp))
-    page = _write_page(path)
-    page_line = f"\nPer item, each perturbed caption beside its original: {page}" if page else ""
-    if args.format == "json":
-        print(json.dumps({**summary_json(report, command), "report_file": str(path), "plot": str(plot),
-                          "page": str(page) if page else None}, indent=2, ensure_ascii=False))
-    else:
-        print(markdown(report, command) + f"\nEvery text the judge saw, with both judgments: {path}\nPlot: {plot}"
-              + page_line)
-    problem = failure_rate_problem(*unjudged_share(report))
-    if problem is not None:
-        print(f"capjudge sensitivity: {problem}", file=sys.stderr)
-        return EXIT_STATUS
-    return 0
-
-
-def _write_page(report_file: Path) -> Path | None:
-    """The per-item page, from the JSON just written, read back as any reader would (one path for it and for
-    `capjudge report --sensitivity`). The page is a view: when it cannot be made, the run's files still stand
-    and the one line says why."""
-    from capjudge.metrics.sensitivity.items_file import SensitivityFileError, read_sensitivity_file
-    from capjudge.metrics.sensitivity.items_page import page_path, write_sensitivity_page
-
-    try:
-        return write_sensitivity_page(read_sensitivity_file(report_file), page_path(report_file)).path
-    except SensitivityFileError as error:
-        print(f"capjudge sensitivity: the per-item page was not written: {error}", file=sys.stderr)
-        return None
+def _run_options(args: argparse.Namespace) -> SensitivityRun:
+    return SensitivityRun(task=args.task, include_path=args.include_path, run=args.run, captions=args.captions,
+                          candidates=args.candidates, limit=args.limit, seed=args.seed, resamples=args.resamples,
+                          output_format=args.format, command=command_line(args))

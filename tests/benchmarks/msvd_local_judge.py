@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
     from capjudge.judges.local.launcher import LocalJudgeServer
-    from capjudge.tasks.demo_pipeline import judge_environment
+    from capjudge.tasks.runs.demo_pipeline import judge_environment
 
     out = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)

@@ -358,7 +358,7 @@ with ServerProcess("--fixed-reply", reply) as server:
     if {pattern!r} == "prejudge_16":
         # capjudge's judging stage inside lmms-eval (tasks/prejudge.py), judgments kept until process_results.
         from types import SimpleNamespace
-        from capjudge.tasks.judged.prejudge import PrejudgedItems, prejudge
+        from capjudge.tasks.harness.prejudge import PrejudgedItems, prejudge
         store = PrejudgedItems()
         judge_one = lambda doc, caption: SimpleNamespace(result=one(doc["id"]), cache_hit=False, requests=1)
         prejudge([({{"id": i}}, "c") for i in range(2000)], judge_one, workers={workers}, description="bench", into=store)

@@ -107,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
     from capjudge.judges.local.launcher import LocalJudgeServer
-    from capjudge.tasks.demo_pipeline import judge_environment
+    from capjudge.tasks.runs.demo_pipeline import judge_environment
 
     data = args.vatex_eval.resolve()
     clips = choose_clips(data, args.clips, args.strata, args.seed)

@@ -149,7 +149,7 @@ def _readme_layout(copy: Path, path: str, step: str) -> None:
                     + "    judge.py".ljust(column) + "its prompt, its request, DESCRIPTOR\n"
                     + "    parser.py".ljust(column) + "reply -> match 1-5, or a typed failure\n", layout)
     _add_after_line(copy, path, "  datasets/ ", f"    {DATASET}.py".ljust(column) + "its items, their item format\n", layout)
-    _add_after_line(copy, path, "  judged/ ", f"    {NAME}_task.py".ljust(column) + "its settings, metric values\n", layout)
+    _add_after_line(copy, path, "  harness/ ", f"    {NAME}_task.py".ljust(column) + "its settings, metric values\n", layout)
     _edit(copy, path, "  gveval/ anycap_style/ ", f"  gveval/ anycap_style/ {NAME}/ ")
 
 
@@ -160,7 +160,7 @@ STEPS: dict[str, Callable[[Path, str, str], None]] = {
     "judges/<name>/judge.py": _new_file(JUDGE),  # 3. its request and DESCRIPTOR, role functions by name
     "judges/<name>/parser.py": _new_file(PARSER),  # 4. its reply parser and JudgeResult-shaped result
     "judges/datasets/<dataset>.py": _new_file(DATASET_MODULE),  # 5. its dataset's ItemFormat
-    "tasks/judged/<name>_task.py": _new_file(TASK_MODULE),  # 6. its JudgeSettings and JudgedTask
+    "tasks/harness/<name>_task.py": _new_file(TASK_MODULE),  # 6. its JudgeSettings and JudgedTask
     "tasks/<name>/<name>.yaml": _new_file(TASK_YAML),  # 7. the lmms-eval task, naming its dataset and data
     "tasks/<name>/utils.py": _new_file(TASK_UTILS),  # 8. what the YAML's !function names
     "tasks/<name>/<dataset>.jsonl": _new_file(ITEMS_FILE),  # 9. its packaged items
@@ -299,7 +299,7 @@ def test_without_the_pyproject_and_layout_steps_the_judge_is_not_installed_and_t
     layout = _layout_check_of(copy)
     on_disk = {path.relative_to(copy).as_posix() for path in layout._modules().values()}
     unlisted = on_disk - layout._readme_layout_modules()
-    assert {f"judges/{NAME}/judge.py", f"judges/{NAME}/parser.py", f"tasks/judged/{NAME}_task.py",
+    assert {f"judges/{NAME}/judge.py", f"judges/{NAME}/parser.py", f"tasks/harness/{NAME}_task.py",
             f"judges/datasets/{DATASET}.py"} <= unlisted
     packages = {name for name, path in layout._modules().items() if path.name == "__init__.py"} | layout._data_packages()
     listed = set(tomllib.loads((copy / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]["packages"])

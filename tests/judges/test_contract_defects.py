@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from capjudge.judges.gveval.judge import PUBLISHED_MODEL, GVEvalJudge
 from capjudge.metrics.statistics.compare import compare_scorers
-from capjudge.tasks.judged.aggregations import mean_of_type_means
+from capjudge.tasks.harness.aggregations import mean_of_type_means
 from tests.support.harness_runs import run_capjudge
 from tests.support.videos import make_video
 

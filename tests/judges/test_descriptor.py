@@ -62,8 +62,8 @@ def test_facts_round_trip_through_json_and_name_what_is_missing():
 
 def test_each_shipped_judge_is_described_once_and_its_tasks_read_it():
     from capjudge.judges.known_judges import SHIPPED_JUDGES
-    from capjudge.tasks.judged.anycap_task import AnyCapSettings
-    from capjudge.tasks.judged.gveval_task import GVEvalSettings
+    from capjudge.tasks.harness.anycap_task import AnyCapSettings
+    from capjudge.tasks.harness.gveval_task import GVEvalSettings
 
     for settings in (GVEvalSettings, AnyCapSettings):
         descriptor = SHIPPED_JUDGES[settings.judge_name]

@@ -9,7 +9,7 @@ import inspect
 from capjudge.judges.client.batch import BatchRecorder
 from capjudge.judges.client.observed import ObservedClient
 from capjudge.judges.types import ChatRequest, JudgeCaller
-from capjudge.tasks.judging.estimate import EstimatingClient
+from capjudge.tasks.runs.judging.estimate import EstimatingClient
 
 
 def _keywords(function) -> set[str]:

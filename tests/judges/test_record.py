@@ -28,8 +28,8 @@ from capjudge.judges.record import (
     reply_spread,
 )
 from capjudge.metrics.item_report.views import view_judgment
-from capjudge.tasks.judged.anycap_task import AnyCapSettings
-from capjudge.tasks.judged.gveval_task import GVEvalSettings
+from capjudge.tasks.harness.anycap_task import AnyCapSettings
+from capjudge.tasks.harness.gveval_task import GVEvalSettings
 from tests.support.paths import REPO_ROOT
 
 OLD_ANYCAP = (

@@ -137,8 +137,8 @@ def test_the_toy_judge_brings_its_own_items_and_imports_no_judges_module():
     imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
     imported |= {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
     judges_modules = [name for name in imported if name.startswith(("capjudge.judges.gveval", "capjudge.judges.anycap",
-                                                                    "capjudge.tasks.judged.gveval_task",
-                                                                    "capjudge.tasks.judged.anycap_task"))]
+                                                                    "capjudge.tasks.harness.gveval_task",
+                                                                    "capjudge.tasks.harness.anycap_task"))]
     assert judges_modules == [] and "capjudge.judges.datasets.items" in imported
 
 

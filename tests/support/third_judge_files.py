@@ -150,8 +150,8 @@ from capjudge.judges.descriptor import JudgeDescriptor
 from capjudge.judges.refmatch.judge import DESCRIPTOR, build_request, local_reply_constraint
 from capjudge.judges.refmatch.parser import RefMatchResult, parse_refmatch_reply
 from capjudge.judges.types import ParseFailure
-from capjudge.tasks.judged.judged_task import JudgedTask, JudgeSettings, resolve_samples
-from capjudge.tasks.judged.settings import MAX_TRIES_LIMIT, parse_count, setting
+from capjudge.tasks.harness.judged_task import JudgedTask, JudgeSettings, resolve_samples
+from capjudge.tasks.harness.settings import MAX_TRIES_LIMIT, parse_count, setting
 
 
 @dataclass(frozen=True)
@@ -226,9 +226,9 @@ metadata:
 
 TASK_UTILS = '''"""lmms-eval resolves `!function utils.<name>` in this folder's YAML against this file."""
 
-from capjudge.tasks.judged.aggregations import count_failed, count_judged, mean_of_judged
-from capjudge.tasks.judged.refmatch_task import RefMatchTask
-from capjudge.tasks.judged.sources import doc_to_video
+from capjudge.tasks.harness.aggregations import count_failed, count_judged, mean_of_judged
+from capjudge.tasks.harness.refmatch_task import RefMatchTask
+from capjudge.tasks.harness.sources import doc_to_video
 
 __all__ = ["RefMatchTask", "count_failed", "count_judged", "doc_to_video", "mean_of_judged"]
 '''

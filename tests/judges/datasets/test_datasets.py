@@ -117,7 +117,7 @@ def test_a_task_names_its_dataset_by_name_by_a_legacy_path_or_by_its_own():
         ({"dataset": "no.such.module.FORMAT"}, "task 't': metadata.dataset 'no.such.module.FORMAT' cannot be imported"),
         ({"dataset": "capjudge.judges.datasets.demo.NOPE"}, "metadata.dataset 'capjudge.judges.datasets.demo.NOPE' cannot be imported"),
         ({"dataset": "capjudge.judges.datasets.demo.task_row"}, "'capjudge.judges.datasets.demo.task_row' is not an ItemFormat"),
-        ({"item_format": "capjudge.tasks.judged.gveval_task.NO_FORMAT"}, "metadata.item_format 'capjudge.tasks.judged.gveval_task.NO_FORMAT' cannot"),
+        ({"item_format": "capjudge.tasks.harness.gveval_task.NO_FORMAT"}, "metadata.item_format 'capjudge.tasks.harness.gveval_task.NO_FORMAT' cannot"),
     ],
 )
 def test_metadata_that_names_no_usable_dataset_is_one_dataset_error_naming_the_task_and_key(metadata, wanted):

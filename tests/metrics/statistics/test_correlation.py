@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from capjudge.tasks.judged import aggregations as harness_aggregation
+from capjudge.tasks.harness import aggregations as harness_aggregation
 from capjudge.metrics.statistics.bootstrap import (
     WEIGHTED_STATISTICS,
     _kendall_by_expansion,

@@ -22,10 +22,10 @@ from capjudge.judges.descriptor import FrameGeometry, JudgeDescriptor
 from capjudge.judges.record import ReplyFields
 from capjudge.judges.types import ChatRequest, JudgeReply, ParseFailure
 from capjudge.tasks import TASKS_DIR
-from capjudge.tasks.judged.aggregations import count_failed, count_judged, mean_of_judged
-from capjudge.tasks.judged.judged_task import JudgedTask, JudgeSettings, resolve_samples
-from capjudge.tasks.judged.settings import parse_positive_int, setting
-from capjudge.tasks.judged.sources import doc_to_video
+from capjudge.tasks.harness.aggregations import count_failed, count_judged, mean_of_judged
+from capjudge.tasks.harness.judged_task import JudgedTask, JudgeSettings, resolve_samples
+from capjudge.tasks.harness.settings import parse_positive_int, setting
+from capjudge.tasks.harness.sources import doc_to_video
 
 __all__ = ["DESCRIPTOR", "TOY_ITEMS", "ToyTask", "count_failed", "count_judged", "doc_to_video", "mean_of_judged"]
 

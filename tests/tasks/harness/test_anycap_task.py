@@ -19,7 +19,7 @@ from types import SimpleNamespace
 
 import pytest
 from capjudge.judges.datasets.anycap_video import parse_anycap_record
-from capjudge.tasks.judged.anycap_task import AnyCapSettings, judge_item
+from capjudge.tasks.harness.anycap_task import AnyCapSettings, judge_item
 from tests.support.paths import shared_path
 from tests.support.harness_runs import TEST_JUDGE_MODEL, judge_server, run_lmms_eval
 from tests.support.videos import frame_index_of, make_video

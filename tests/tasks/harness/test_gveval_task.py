@@ -19,7 +19,7 @@ from types import SimpleNamespace
 
 import pytest
 from capjudge.judges.datasets.msvd_eval import parse_msvd_record
-from capjudge.tasks.judged.gveval_task import GVEvalSettings, judge_item
+from capjudge.tasks.harness.gveval_task import GVEvalSettings, judge_item
 from tests.support.paths import shared_path
 from tests.support.harness_runs import TEST_JUDGE_MODEL, judge_server, run_lmms_eval
 from scipy.stats import kendalltau

@@ -11,10 +11,10 @@ from capjudge.judges.anycap.judge import AnyCapResult
 from capjudge.judges.gveval.parser import SCORE_NAMES, GVEvalResult
 from capjudge.judges.anycap.length_rule import check_length_tolerance
 from capjudge.judges.types import JudgeResult, ParseFailure
-from capjudge.tasks.judged.anycap_task import AnyCapSettings, AnyCapTask
-from capjudge.tasks.judged.gveval_task import GVEvalSettings, GVEvalTask
-from capjudge.tasks.judged.aggregations import count_judged
-from capjudge.tasks.judged.judged_task import RECORD_METRIC
+from capjudge.tasks.harness.anycap_task import AnyCapSettings, AnyCapTask
+from capjudge.tasks.harness.gveval_task import GVEvalSettings, GVEvalTask
+from capjudge.tasks.harness.aggregations import count_judged
+from capjudge.tasks.harness.judged_task import RECORD_METRIC
 
 
 def _results():

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from capjudge.tasks.judged import anycap_task, gveval_task
+from capjudge.tasks.harness import anycap_task, gveval_task
 from tests.support.paths import REPO_ROOT
 
 TASKS = REPO_ROOT / "tasks"

@@ -23,11 +23,11 @@ from capjudge.judges.datasets.msvd_eval import MsvdEvalError, load_msvd_eval
 from capjudge.judges.datasets.anycap_video import ANYCAP_FORMAT, parse_anycap_record
 from capjudge.judges.datasets.items import DatasetError, load_rows, read_json_lines
 from capjudge.judges.datasets.msvd_eval import MSVD_EVAL_FORMAT, parse_msvd_record
-from capjudge.tasks.judged.anycap_task import AnyCapSettings
-from capjudge.tasks.judged.anycap_task import judge_item as anycap_judge_item
-from capjudge.tasks.judged.gveval_task import GVEvalSettings
-from capjudge.tasks.judged.gveval_task import judge_item as gveval_judge_item
-from capjudge.tasks.judged.sources import resolve_source
+from capjudge.tasks.harness.anycap_task import AnyCapSettings
+from capjudge.tasks.harness.anycap_task import judge_item as anycap_judge_item
+from capjudge.tasks.harness.gveval_task import GVEvalSettings
+from capjudge.tasks.harness.gveval_task import judge_item as gveval_judge_item
+from capjudge.tasks.harness.sources import resolve_source
 from tests.support.videos import make_video
 
 

@@ -14,11 +14,11 @@ from capjudge.judges.client.config import ConfigError
 from capjudge.judges.datasets.anycap_video import ANYCAP_FORMAT, parse_anycap_record
 from capjudge.judges.datasets.items import DatasetError, load_rows
 from capjudge.judges.datasets.msvd_eval import MSVD_EVAL_FORMAT, parse_msvd_record
-from capjudge.tasks.judged.anycap_task import AnyCapSettings
-from capjudge.tasks.judged.gveval_task import GVEvalSettings
+from capjudge.tasks.harness.anycap_task import AnyCapSettings
+from capjudge.tasks.harness.gveval_task import GVEvalSettings
 from capjudge.judges.client.observed import merge_request_params
-from capjudge.tasks.judged.aggregations import mean_of_judged
-from capjudge.tasks.judged.sources import doc_to_video, missing_video_problem, resolve_source
+from capjudge.tasks.harness.aggregations import mean_of_judged
+from capjudge.tasks.harness.sources import doc_to_video, missing_video_problem, resolve_source
 from tests.support.paths import REPO_ROOT, shared_path
 
 TASKS_DIR = REPO_ROOT / "tasks"

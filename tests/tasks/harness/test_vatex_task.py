@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from capjudge.judges.client.config import ConfigError
 from capjudge.judges.datasets.vatex_eval import load_vatex_eval, ratings_matrix
-from capjudge.tasks.judged.gveval_task import GVEvalSettings
+from capjudge.tasks.harness.gveval_task import GVEvalSettings
 from tests.support.paths import shared_path
 from tests.support.harness_runs import run_capjudge
 from tests.support.harness_runs import judge_server, launch_lmms_eval, run_lmms_eval

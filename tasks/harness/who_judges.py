@@ -26,9 +26,9 @@ from capjudge.judges.client.config import ConfigError, JudgeConfig
 from capjudge.judges.client.panel import ONE_JUDGE, Panel, configured_panel
 from capjudge.judges.descriptor import JudgeDescriptor
 from capjudge.judges.types import ParseFailure
-from capjudge.tasks.judged.item_judgment import ItemJudgment
-from capjudge.tasks.judged.members import Member
-from capjudge.tasks.judged.panel_judging import (
+from capjudge.tasks.harness.item_judgment import ItemJudgment
+from capjudge.tasks.harness.members import Member
+from capjudge.tasks.harness.panel_judging import (
     panel_aggregations,
     panel_higher_is_better,
     panel_item_metrics,
@@ -160,7 +160,7 @@ class OneJudge(WhoJudges):
 class PanelOfJudges(WhoJudges):
     """A panel file's members (capjudge.judges.client.panel): each judges every item as it would alone; the
     panel's score is the judge's own combination of the members' results with a quorum, and the run also logs
-    each member's metrics and the members' agreement (capjudge.tasks.judged.panel_judging)."""
+    each member's metrics and the members' agreement (capjudge.tasks.harness.panel_judging)."""
 
     def __init__(self, settings: Any, panel: Panel):
         super().__init__(settings)

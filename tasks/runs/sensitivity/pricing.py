@@ -5,7 +5,7 @@ built by the task's own per-item function against `capjudge estimate`'s counting
 encoded, tokens counted, nothing sent), and priced as `capjudge estimate` prices a task: the same
 `CostEstimate`, its panel lines included, and each judge's reply cache looked into (read-only) for what a run
 would replay instead of sending: what is left to send and pay for. The task must be built inside
-`capjudge.tasks.judged.judged_task.counting_requests_only` (no judge or key needed).
+`capjudge.tasks.harness.judged_task.counting_requests_only` (no judge or key needed).
 """
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from capjudge.tasks.judging.estimate import CostEstimate, price_items
-from capjudge.tasks.sensitivity.judging import PlannedItem, judgments_to_ask
+from capjudge.tasks.runs.judging.estimate import CostEstimate, price_items
+from capjudge.tasks.runs.sensitivity.judging import PlannedItem, judgments_to_ask
 
 if TYPE_CHECKING:
-    from capjudge.tasks.judged.who_judges import WhoJudges
+    from capjudge.tasks.harness.who_judges import WhoJudges
 
 
 @dataclass(frozen=True)

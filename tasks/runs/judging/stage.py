@@ -9,7 +9,7 @@ and judges them later, anywhere:
 
 The task is built exactly as lmms-eval builds it (same YAML, data, settings and environment overrides, and the
 same pre-flight checks); every item is judged through the task's own per-item function at the client's
-concurrency (`capjudge.tasks.judged.prejudge`), so requests and cache keys are those of a harness run: a run judged
+concurrency (`capjudge.tasks.harness.prejudge`), so requests and cache keys are those of a harness run: a run judged
 in one place re-scores in the other with zero requests. The output is an lmms-eval-shaped folder
 (`<date>_results.json` + `<date>_samples_<task>.jsonl`, same metric names and per-item fields) that
 `capjudge leaderboard` reads like any other run.
@@ -190,7 +190,7 @@ class StageOutcome:
     failed: int
     total: int
     open_batches: int = 0
-    workers: tuple[Any, ...] = ()  # capjudge.tasks.judging.processes.WorkerReport, one per process when several judged
+    workers: tuple[Any, ...] = ()  # capjudge.tasks.runs.judging.processes.WorkerReport, one per process when several judged
 
 
 def judge_stage(
@@ -198,9 +198,9 @@ def judge_stage(
     processes: int | None = None,
 ) -> StageOutcome:
     """Judge every item of `task_name` that `source` has a caption for; write the run. With `batch`
-    (`capjudge.tasks.judging.batch_stage.BatchOptions`) the replies come through the Batch API first; online, the
-    items are judged in `processes` processes (default: capjudge.tasks.judging.processes.resolve_processes)."""
-    from capjudge.tasks.judged.prejudge import item_key
+    (`capjudge.tasks.runs.judging.batch_stage.BatchOptions`) the replies come through the Batch API first; online, the
+    items are judged in `processes` processes (default: capjudge.tasks.runs.judging.processes.resolve_processes)."""
+    from capjudge.tasks.harness.prejudge import item_key
 
     from contextlib import nullcontext
 
@@ -215,7 +215,7 @@ def judge_stage(
     items = [(doc, caption) for _, doc, caption in paired]
     client_for = None
     if batch is not None:
-        from capjudge.tasks.judging.batch_stage import cache_only_clients, run_batches
+        from capjudge.tasks.runs.judging.batch_stage import cache_only_clients, run_batches
 
         summary = run_batches(task, items, folder / "batch", batch)
         if summary.open_batches:
@@ -224,7 +224,7 @@ def judge_stage(
             client_for = cache_only_clients(summary)
     store, reports = None, []
     if batch is None:
-        from capjudge.tasks.judging.processes import judge_in_processes, resolve_processes
+        from capjudge.tasks.runs.judging.processes import judge_in_processes, resolve_processes
 
         workers = resolve_processes(processes, task.judge_config().max_concurrency, len(items))
         if workers > 1:
@@ -254,7 +254,7 @@ def load_judged_task(task_name: str, include_path: Path) -> Any:
     """The task exactly as lmms-eval builds it (YAML, data, settings, environment overrides, pre-flight)."""
     from lmms_eval.tasks import TaskManager
 
-    from capjudge.tasks.judged.judged_task import JudgedTask
+    from capjudge.tasks.harness.judged_task import JudgedTask
 
     manager = TaskManager("ERROR", include_path=str(include_path), include_defaults=False)
     if task_name not in manager.all_tasks:

@@ -1,7 +1,7 @@
 """Judging every item with a panel of judges (capjudge.judges.client.panel), and what the run logs of it.
 
 Each member judges every item exactly as a run with that one judge would (same requests, same cache keys,
-same per-item record), through its own client (capjudge.tasks.judged.members). Per item the task then logs
+same per-item record), through its own client (capjudge.tasks.harness.members). Per item the task then logs
 and aggregates:
 
 - each member's metrics under `<metric>@<member>` (`gveval_mean@qwen`, `gveval_failed@qwen`, the member's
@@ -33,9 +33,9 @@ from capjudge.judges.client.panel import (
 )
 from capjudge.judges.descriptor import JudgeDescriptor
 from capjudge.judges.types import ParseFailure
-from capjudge.tasks.judged.aggregations import count_failed, count_failed_by, mean_of_judged, panel_statistic
-from capjudge.tasks.judged.item_judgment import ItemJudgment
-from capjudge.tasks.judged.members import Member
+from capjudge.tasks.harness.aggregations import count_failed, count_failed_by, mean_of_judged, panel_statistic
+from capjudge.tasks.harness.item_judgment import ItemJudgment
+from capjudge.tasks.harness.members import Member
 from capjudge.judges.types import Usage
 
 PANEL_BELOW_QUORUM = "panel_below_quorum"

@@ -1,7 +1,7 @@
 """The judges of a task as members: each judges every item through its own client, side by side.
 
 The same path for one judge (a member of its own) and for a panel: `judge_by_members` gives a store whose
-`take` hands back an item's judgments keyed by member name; `capjudge.tasks.judged.who_judges` turns them
+`take` hands back an item's judgments keyed by member name; `capjudge.tasks.harness.who_judges` turns them
 into the item's metrics.
 """
 
@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from capjudge.judges.client.config import JudgeConfig
-from capjudge.tasks.judged.item_judgment import ItemJudgment
-from capjudge.tasks.judged.prejudge import PrejudgedItems, prejudge
+from capjudge.tasks.harness.item_judgment import ItemJudgment
+from capjudge.tasks.harness.prejudge import PrejudgedItems, prejudge
 
 
 @dataclass(frozen=True)

@@ -12,11 +12,11 @@ the process-wide judge client and returns, per item:
 - `gveval_kendall_b_<dimension>`: {"item": id, "judge": score, "human": [one score per annotator]}, only for
   items that carry human scores (MSVD-Eval does, 1-5 per annotator), aggregated by `kendall_b` (in item-id
   order, so its interval is the same from 1 process or N);
-- `judged`: the item's logged record (`capjudge.tasks.judged.judged_task`), aggregated as the number of judged
+- `judged`: the item's logged record (`capjudge.tasks.harness.judged_task`), aggregated as the number of judged
   items: the item's id, which judge with which settings, and the judgment (the parsed scores, the raw reply,
   the failure kind, whether the reply came from the cache). The leaderboard reads it.
 
-The aggregations the YAML names live in `capjudge.tasks.judged.aggregations`.
+The aggregations the YAML names live in `capjudge.tasks.harness.aggregations`.
 
 Judge settings come from the task YAML's `metadata` (scoring, mode, max_tries) and can be overridden per run
 by CAPJUDGE_GVEVAL_SCORING and CAPJUDGE_GVEVAL_MODE, read once per run. With
@@ -42,10 +42,10 @@ from capjudge.judges.gveval.judge import (
     GVEvalResult,
 )
 from capjudge.judges.types import JudgeCaller, ParseFailure
-from capjudge.tasks.judged.settings import MAX_TRIES_LIMIT, constrained_output_enabled, parse_choice, parse_count, setting
+from capjudge.tasks.harness.settings import MAX_TRIES_LIMIT, constrained_output_enabled, parse_choice, parse_count, setting
 from capjudge.judges.gveval.parser import SCORE_NAMES
-from capjudge.tasks.judged.judged_task import DEFAULT_MAX_CAPTION_CHARS, VIDEO_MISSING, JudgedTask, JudgeSettings
-from capjudge.tasks.judged.judged_task import resolve_max_caption_chars, resolve_samples
+from capjudge.tasks.harness.judged_task import DEFAULT_MAX_CAPTION_CHARS, VIDEO_MISSING, JudgedTask, JudgeSettings
+from capjudge.tasks.harness.judged_task import resolve_max_caption_chars, resolve_samples
 
 __all__ = [
     "SCORE_NAMES",

@@ -4,7 +4,7 @@ here, e.g.::
 
     metric_list:
       - metric: gveval_kendall_b_accuracy
-        aggregation: !function utils.kendall_b        # utils.py: from capjudge.tasks.judged.aggregations import kendall_b
+        aggregation: !function utils.kendall_b        # utils.py: from capjudge.tasks.harness.aggregations import kendall_b
         higher_is_better: true
 
 Means (`mean_of_judged`, `mean_of_type_means`) are over judged items only: an unjudged item (None) is
@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from capjudge.metrics.statistics.correlation import BootstrapSettings, Coefficient, CorrelationResult, correlate
-from capjudge.tasks.judged.run_outcome import check_failure_rate
+from capjudge.tasks.run_outcome import check_failure_rate
 
 logger = logging.getLogger(__name__)
 
@@ -186,7 +186,7 @@ def kendall_b_ci_high(items: Sequence[Mapping[str, Any]]) -> float:
 
 
 # ----------------------------------------------------------------------------------------------------------
-# Judge panels (capjudge.tasks.judged.panel_judging): member failure counts and the members' agreement
+# Judge panels (capjudge.tasks.harness.panel_judging): member failure counts and the members' agreement
 
 
 def count_failed_by(who: str) -> Callable[[Sequence[int | bool]], int]:

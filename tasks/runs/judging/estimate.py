@@ -38,7 +38,7 @@ from capjudge.judges.client.rate_limits import TokenEstimate, estimate_tokens
 from capjudge.judges.types import ChatRequest, JudgeOutcome, JudgeReply, ParseFailure, Usage
 
 if TYPE_CHECKING:
-    from capjudge.tasks.judged.who_judges import WhoJudges
+    from capjudge.tasks.harness.who_judges import WhoJudges
 
 # A reply's length when none is given: G-VEval's four statements with their reasoning run to about this.
 DEFAULT_OUTPUT_TOKENS = 200
@@ -143,8 +143,8 @@ class CostEstimate:
 
 def estimate_task(task_name: str, include_path: Path, run: Path | None, captions: Path | None, *, limit: int | None,
                   reask_rate: float, output_tokens: float, prices: tuple[float, float] | None) -> CostEstimate:
-    from capjudge.tasks.judging.stage import caption_source, load_judged_task, pair_captions
-    from capjudge.tasks.judged.judged_task import counting_requests_only
+    from capjudge.tasks.runs.judging.stage import caption_source, load_judged_task, pair_captions
+    from capjudge.tasks.harness.judged_task import counting_requests_only
 
     # Nothing is sent, so no judge needs to answer and no key needs to be set; what a judge's settings name
     # (endpoint, model, cache) is read only to find what earlier runs learned there (learned_charges).
@@ -173,7 +173,7 @@ def price_items(task: Any, name: str, total: int, counted: Sequence[tuple[Mappin
 
     settings = task.settings()
     client = EstimatingClient(configured_model())
-    quiet = logging.getLogger("capjudge.tasks.judged.judged_task")  # every item "fails" as not sent: not news
+    quiet = logging.getLogger("capjudge.tasks.harness.judged_task")  # every item "fails" as not sent: not news
     level, quiet.level = quiet.level, logging.ERROR
     try:
         for doc, caption in counted:
@@ -266,7 +266,7 @@ def learned_charges(who: WhoJudges) -> tuple[MemberCharge, ...]:
     nothing sent, no key read. An unreadable window file is a BudgetFileError naming it (and the member)."""
     from capjudge.judges.client.budget import judge_budget_folder
     from capjudge.judges.client.charge import BudgetFileError, read_learned_charge
-    from capjudge.tasks.judged.who_judges import PanelOfJudges
+    from capjudge.tasks.harness.who_judges import PanelOfJudges
 
     panel = isinstance(who, PanelOfJudges)
     charges = []

@@ -58,7 +58,7 @@ def original_captions(task: Any, task_name: str, run: Path | None, captions: Pat
     if candidates:
         pairs = _candidates(docs, task_name)
     else:
-        from capjudge.tasks.judging.stage import caption_source, pair_captions
+        from capjudge.tasks.runs.judging.stage import caption_source, pair_captions
 
         source = caption_source(run, captions, task_name, None)
         pairs = [(doc, caption) for _, doc, caption in pair_captions(_task_ids_only(source, docs, task_name), docs, task)]
@@ -133,7 +133,7 @@ def judge_label(identity: Mapping[str, Any]) -> str:
 def judge_planned(task: Any, planned: Sequence[PlannedItem], perturbations: Sequence[Perturbation], *,
                   n_resamples: int, seed: int, confidence: float = 0.95) -> SensitivityReport:
     """Judge every original and variant through the task's `judge_all`, then the shifts."""
-    from capjudge.tasks.judged.prejudge import item_key
+    from capjudge.tasks.harness.prejudge import item_key
 
     asked = judgments_to_ask(planned)
     store = task.judge_all(asked, description=f"capjudge: sensitivity of {task.config.task}")

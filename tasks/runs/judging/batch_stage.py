@@ -68,7 +68,7 @@ class BatchSummary:
     submitted: int  # batches created by this invocation
     lines_submitted: int
     open_batches: int  # still running (only without waiting)
-    # member name -> custom_id -> the API's last error, for the lines given up (see capjudge.tasks.judged.who_judges)
+    # member name -> custom_id -> the API's last error, for the lines given up (see capjudge.tasks.harness.who_judges)
     given_up: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
 
 

@@ -29,8 +29,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from capjudge.tasks.judged.members import judged_by_all
-from capjudge.tasks.judged.prejudge import PrejudgedItems, item_key
+from capjudge.tasks.harness.members import judged_by_all
+from capjudge.tasks.harness.prejudge import PrejudgedItems, item_key
 
 log = logging.getLogger(__name__)
 

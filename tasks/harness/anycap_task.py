@@ -14,11 +14,11 @@ by `AnyCapJudge` through the process-wide judge client. The items are read by
   the item's own type, None under the others (so each is the mean over that type's judged items);
 - `anycap_length_capped`: 1 when a length rule lowered the judge's score, 0 when not, None when unjudged;
 - `anycap_failed`: 1 when the item has no valid judgment; `anycap_output_words`: the caption's word count;
-- `judged`: the item's logged record (`capjudge.tasks.judged.judged_task`), aggregated as the number of judged
+- `judged`: the item's logged record (`capjudge.tasks.harness.judged_task`), aggregated as the number of judged
   items: the item's id, the judge and its settings, and the judgment (judge and final scores, the rule that
   capped, both word counts, the raw reply, the failure kind, the cache hit).
 
-The aggregations the YAML names live in `capjudge.tasks.judged.aggregations`.
+The aggregations the YAML names live in `capjudge.tasks.harness.aggregations`.
 
 Judge settings come from the task YAML's `metadata` (tolerance, instruction_rule, max_tries) and can be
 overridden per run by CAPJUDGE_ANYCAP_TOLERANCE and CAPJUDGE_ANYCAP_INSTRUCTION_RULE, read once per run. CAPJUDGE_CONSTRAINED_OUTPUT=1 adds the local llama.cpp server's JSON schema to every request.
@@ -46,9 +46,9 @@ from capjudge.judges.anycap.judge import (
 from capjudge.judges.anycap.length_rule import DEFAULT_TOLERANCE_PERCENT, check_length_tolerance, parse_tolerance
 from capjudge.judges.datasets.anycap_video import CAPTION_TYPES
 from capjudge.judges.types import JudgeCaller, ParseFailure
-from capjudge.tasks.judged.settings import MAX_TRIES_LIMIT, constrained_output_enabled, parse_bool, parse_count, setting
-from capjudge.tasks.judged.judged_task import DEFAULT_MAX_CAPTION_CHARS, VIDEO_MISSING, JudgedTask, JudgeSettings
-from capjudge.tasks.judged.judged_task import resolve_max_caption_chars, resolve_samples
+from capjudge.tasks.harness.settings import MAX_TRIES_LIMIT, constrained_output_enabled, parse_bool, parse_count, setting
+from capjudge.tasks.harness.judged_task import DEFAULT_MAX_CAPTION_CHARS, VIDEO_MISSING, JudgedTask, JudgeSettings
+from capjudge.tasks.harness.judged_task import resolve_max_caption_chars, resolve_samples
 
 __all__ = [
     "CAPTION_TYPES",

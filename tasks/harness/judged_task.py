@@ -44,15 +44,15 @@ from capjudge.judges.record import (
 )
 from capjudge.judges.types import JudgeResult, ParseFailure, Usage
 from capjudge.tasks import capjudge_version
-from capjudge.tasks.judged.aggregations import named_means
-from capjudge.tasks.judged.item_judgment import ItemJudgment
-from capjudge.tasks.judged.members import JudgmentsByMember, Member, judge_by_members
-from capjudge.tasks.judged.settings import MAX_CAPTION_CHARS_LIMIT, MAX_JUDGE_SAMPLES, parse_count, setting
-from capjudge.tasks.judged.sources import check_videos, missing_video_problem, video_path
-from capjudge.tasks.judged.prejudge import item_key
-from capjudge.tasks.judged.run_outcome import lmms_eval_predict_only, max_failure_rate, running_as_lmms_eval
-from capjudge.tasks.judged.sourced_task import SourcedTask
-from capjudge.tasks.judged.who_judges import ItemHooks, WhoJudges, who_judges
+from capjudge.tasks.harness.aggregations import named_means
+from capjudge.tasks.harness.item_judgment import ItemJudgment
+from capjudge.tasks.harness.members import JudgmentsByMember, Member, judge_by_members
+from capjudge.tasks.harness.settings import MAX_CAPTION_CHARS_LIMIT, MAX_JUDGE_SAMPLES, parse_count, setting
+from capjudge.tasks.harness.sources import check_videos, missing_video_problem, video_path
+from capjudge.tasks.harness.prejudge import item_key
+from capjudge.tasks.run_outcome import lmms_eval_predict_only, max_failure_rate, running_as_lmms_eval
+from capjudge.tasks.harness.sourced_task import SourcedTask
+from capjudge.tasks.harness.who_judges import ItemHooks, WhoJudges, who_judges
 from lmms_eval.api.reasoning import parse_reasoning_tags_config, strip_reasoning_tags
 
 log = logging.getLogger(__name__)
@@ -288,7 +288,7 @@ class JudgedTask(SourcedTask):
 
     def apply_filters(self) -> Any:
         """lmms-eval's one look at every response before `process_results`: judge them all now, at the
-        client's concurrency instead of lmms-eval's thread count (see capjudge.tasks.judged.prejudge)."""
+        client's concurrency instead of lmms-eval's thread count (see capjudge.tasks.harness.prejudge)."""
         filtered = super().apply_filters()
         if self.config.process_results is None:  # --predict_only: lmms-eval computes no metric, so no judging
             return filtered
@@ -317,7 +317,7 @@ class JudgedTask(SourcedTask):
         inside lmms-eval (`apply_filters`) and by `capjudge judge`, so both make the same requests.
         `client_for(member, doc)` gives an item its own client instead of the member's shared one (the Batch API
         stage's recorders); `workers` (default: each member's bound) is this process's share of it when several
-        processes judge (capjudge.tasks.judging.processes)."""
+        processes judge (capjudge.tasks.runs.judging.processes)."""
         who, settings = self.who_judges(), self.settings()
         try:
             return judge_by_members(
@@ -367,7 +367,7 @@ class JudgedTask(SourcedTask):
 
     def aggregation(self) -> dict[str, Any]:
         """The YAML's aggregations; with a panel also each member's, the panel's median grade (ordinal judges)
-        and its agreement figures (see capjudge.tasks.judged.who_judges). Each mean is bound to its task and
+        and its agreement figures (see capjudge.tasks.harness.who_judges). Each mean is bound to its task and
         metric, so that one left undefined (no judged item) names them in its warning."""
         return named_means(self.config.task, self.who_judges().aggregations(super().aggregation()),
                            self.metric_covers)
