@@ -59,7 +59,7 @@ def register(groups: Any) -> None:
     parser.set_defaults(func=run)
 
 
-def command_line(args: argparse.Namespace) -> str:
+def arena_command_line(args: argparse.Namespace) -> str:
     """The command as it can be typed again (what the verdict file records)."""
     words = ["capjudge", "arena", *(str(run) for run in args.runs), "--task", args.task]
     for file in args.captions:
@@ -138,12 +138,12 @@ def _judge(args: argparse.Namespace, out: Path) -> int:
     from capjudge.tasks.judged.run_outcome import EXIT_STATUS, failure_rate_problem
     from capjudge.tasks.judging.stage import load_judged_task
     from capjudge.tasks.runs.arena.judging import judge_pairs, member_counts
-    from capjudge.tasks.runs.arena.outputs import FILE_NAME, check_arena_output, summary_json, summary_table
+    from capjudge.tasks.runs.arena.outputs import FILE_NAME, check_arena_output, arena_summary_json, summary_table
     from capjudge.tasks.sensitivity.judging import judge_label
 
     task = load_judged_task(args.task, args.include_path)
     judge, models, pairs = _planned(args, task)
-    command, label = command_line(args), judge_label(task.identity())
+    command, label = arena_command_line(args), judge_label(task.identity())
     members = [member.name for member in task.who_judges().members]
     path = out / FILE_NAME.format(task=args.task)
     check_arena_output(path, args.task, label, command,
@@ -151,7 +151,7 @@ def _judge(args: argparse.Namespace, out: Path) -> int:
     records = judge_pairs(task, judge, pairs)
     write_replacing(path, arena_file_text(args.task, label, command, records))
     counts = member_counts(records, members)
-    print(summary_json(args.task, label, command, counts, path) if args.format == "json"
+    print(arena_summary_json(args.task, label, command, counts, path) if args.format == "json"
           else summary_table(args.task, label, len(models), records, counts, path))
     failed = sum(row.failed_orders for row in counts)
     problem = failure_rate_problem(failed, 2 * len(records))

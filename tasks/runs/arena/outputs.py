@@ -58,6 +58,6 @@ def summary_table(task: str, judge: str, models: int, records: Sequence[PairReco
     return "\n".join(lines)
 
 
-def summary_json(task: str, judge: str, command: str, counts: Sequence[MemberCounts], path: Path) -> str:
+def arena_summary_json(task: str, judge: str, command: str, counts: Sequence[MemberCounts], path: Path) -> str:
     return json.dumps({"task": task, "judge": judge, "command": command, "judges": summary_rows(counts),
                        "verdict_file": str(path)}, indent=2, ensure_ascii=False)
