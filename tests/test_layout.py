@@ -334,10 +334,10 @@ ALLOWED_REPEATS = {
     "main": {"judges/local/llama_server.py", "tasks/cli/main.py", "tasks/cli/reference.py",
              "tasks/cpu_requirements.py"},  # `python -m`
     # Each subcommand module of tasks/cli: register(subparsers) and run(args), found by tasks/cli/main.py.
-    "register": {f"tasks/cli/{name}.py" for name in ("agreement", "anycap", "cache", "correlate", "demo", "estimate",
+    "register": {f"tasks/cli/{name}.py" for name in ("agreement", "anycap", "arena", "cache", "correlate", "demo", "estimate",
                                                      "gveval", "judge", "leaderboard", "reliability", "report",
                                                      "sensitivity", "serve_local", "tasks_folder", "vatex")},
-    "run": {f"tasks/cli/{name}.py" for name in ("demo", "estimate", "judge", "leaderboard", "sensitivity")},
+    "run": {f"tasks/cli/{name}.py" for name in ("arena", "demo", "estimate", "judge", "leaderboard", "sensitivity")},
 }
 # Each judge module's own API (its prompt, its request, its constrained-reply schema), called as
 # `gveval.render_prompt(...)` / `anycap.build_request(...)`: the same role, one per judge. Allowed in every
@@ -345,11 +345,17 @@ ALLOWED_REPEATS = {
 # clash like any other name.
 JUDGE_MODULE_ROLES = ("build_request", "load_template", "local_reply_constraint", "render_prompt")
 JUDGE_MODULE = re.compile(r"judges/[a-z0-9_]+/judge\.py")
+# The same convention for a judge's pairwise prompt (`capjudge arena`), in `judges/<judge>/pairwise.py`.
+PAIRWISE_MODULE_ROLES = ("build_pairwise_request", "local_pairwise_constraint", "parse_pairwise_reply",
+                         "render_pairwise_prompt")
+PAIRWISE_MODULE = re.compile(r"judges/[a-z0-9_]+/pairwise\.py")
 
 
 def _may_repeat(name: str, files: set[str]) -> bool:
     if name in JUDGE_MODULE_ROLES:
         return all(JUDGE_MODULE.fullmatch(file) for file in files)
+    if name in PAIRWISE_MODULE_ROLES:
+        return all(PAIRWISE_MODULE.fullmatch(file) for file in files)
     return files <= ALLOWED_REPEATS.get(name, set())
 
 

@@ -49,7 +49,7 @@ def parse_anycap_reply(reply: JudgeReply | str | None) -> AnyCapVerdict | ParseF
     text = reply.content if isinstance(reply, JudgeReply) else reply
     if text is None or not text.strip():
         return ParseFailure("no_json", "the reply is empty")
-    objects = list(_decoded_objects(text))
+    objects = list(decoded_objects(text))
     if not objects:
         return ParseFailure("no_json", f"no JSON or Python object in the reply: {_excerpt(text)}")
     scored = [obj for obj in objects if "score" in obj]
@@ -92,7 +92,7 @@ def _reason_text(value: Any) -> str | None:
     return json.dumps(value, ensure_ascii=False)
 
 
-def _decoded_objects(text: str) -> list[dict[str, Any]]:
+def decoded_objects(text: str) -> list[dict[str, Any]]:
     """Every `{...}` span of `text` that decodes to a dict, ordered by where the span ends."""
     straight = text.translate(_TYPOGRAPHIC_QUOTES)  # same length: spans carry over
     decoded: dict[tuple[int, int], dict[str, Any]] = {}

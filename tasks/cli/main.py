@@ -12,8 +12,8 @@ import sys
 
 from capjudge.tasks import capjudge_version
 from capjudge.tasks.cli import (
-    agreement, anycap, cache, correlate, demo, estimate, gveval, judge, leaderboard, reliability, report, sensitivity,
-    serve_local, tasks_folder, vatex,
+    agreement, anycap, arena, cache, correlate, demo, estimate, gveval, judge, leaderboard, reliability, report,
+    sensitivity, serve_local, tasks_folder, vatex,
 )
 from capjudge.tasks.cli.bounds import count_problem
 from capjudge.tasks.cli.command_groups import CommandGroups
@@ -24,7 +24,7 @@ EXIT_BAD_COUNT = 2  # as argparse exits for any other unusable flag
 # that cannot import fails every `capjudge` call with its traceback, never silently vanishes.
 COMMAND_MODULES = (
     gveval, anycap, correlate, vatex, leaderboard, report, reliability, agreement, serve_local, demo, judge, cache,
-    estimate, sensitivity, tasks_folder,
+    estimate, sensitivity, arena, tasks_folder,
 )
 
 

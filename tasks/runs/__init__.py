@@ -1,2 +1,2 @@
 """The runs the `capjudge` commands start, below their argument parsing: judging as its own stage (judging/),
-sensitivity (sensitivity/) and the demo pipeline (demo_pipeline.py)."""
+sensitivity (sensitivity/), the arena's pairwise judging (arena/) and the demo pipeline (demo_pipeline.py)."""

@@ -165,21 +165,30 @@ def estimate_task(task_name: str, include_path: Path, run: Path | None, captions
 
 def price_items(task: Any, name: str, total: int, counted: Sequence[tuple[Mapping[str, Any], str]], *,
                 reask_rate: float, output_tokens: float, prices: tuple[float, float] | None, who: WhoJudges,
-                unit: str = "items") -> CostEstimate:
+                unit: str = "items", judge_one: Callable[[Mapping[str, Any], str, Any], Any] | None = None,
+                ) -> CostEstimate:
     """Build `counted` items' requests with the task's own per-item function against the counting client, scale
     the counts to `total` items, and price them: each of `who`'s panel members on its own line, read without
-    keys (`priced_members`), with what earlier runs learned of each judge's charge (`learned_charges`)."""
+    keys (`priced_members`), with what earlier runs learned of each judge's charge (`learned_charges`).
+    `judge_one(doc, text, client)` replaces the task's per-item function when a run judges through another one
+    (`capjudge arena`'s pairwise orders)."""
     from capjudge.judges.client.config import configured_model
 
     settings = task.settings()
     client = EstimatingClient(configured_model())
-    quiet = logging.getLogger("capjudge.tasks.harness.judged_task")  # every item "fails" as not sent: not news
-    level, quiet.level = quiet.level, logging.ERROR
+    quiet = [logging.getLogger(name) for name in ("capjudge.tasks.harness.judged_task", "capjudge.tasks.runs.arena")]
+    levels = [logger.level for logger in quiet]  # every item "fails" as not sent: not news
+    for logger in quiet:
+        logger.setLevel(logging.ERROR)
     try:
         for doc, caption in counted:
-            type(task).judge_item(doc, caption, settings, client)
+            if judge_one is None:
+                type(task).judge_item(doc, caption, settings, client)
+            else:
+                judge_one(doc, caption, client)
     finally:
-        quiet.setLevel(level)
+        for logger, level in zip(quiet, levels):
+            logger.setLevel(level)
     if not client.estimates:
         raise EstimateError(f"task {name!r}: no item could be built into a request (missing videos?)")
     scale = (total / len(counted)) * (1 + reask_rate)

@@ -1,0 +1,205 @@
+"""The arena verdict file: one typed record per (item, pair of models, judge), with both orders' verdicts.
+
+What `capjudge arena` writes and what the arena statistics read (`read_arena_file`). JSONL, UTF-8:
+
+Line 1, the header (`ArenaHeader`):
+    {"capjudge_arena": "capjudge-arena-verdicts/1", "task": ..., "judge": "<name> judge, model <model>",
+     "command": "capjudge arena ...", "records": N, "stamp": "<sha256>", "records_sha256": "<sha256>"}
+Every later line, one `PairRecord`:
+    item_id, cluster      the item, and the clip it shows (VATEX-EVAL's candidates of one clip share a cluster;
+                          elsewhere an item is its own): the unit a clustered bootstrap resamples
+    model_a, model_b      the two caption sources, in the order they were given to the command
+    caption_a, caption_b  their captions of the item, exactly as the judge saw them
+    judge                 the judge's name ("gveval", "anycap")
+    member                who gave these verdicts: "judge" for the one judge, else the panel member's name
+    judge_model           the model that judged
+    judge_version         the pairwise prompt's version ("gveval-pairwise/1"), part of every cache key
+    dimensions            the verdict's dimensions, "overall" last (G-VEval: accuracy, completeness,
+                          conciseness, relevance, overall; AnyCap: quality, hallucination, overall)
+    a_first, b_first      the two orders (`OrderVerdict`): model_a's caption shown first, then model_b's first
+    length                per model, facts the judge was told (AnyCap: {"words_a", "words_b", "within_a",
+                          "within_b"}), else {"words_a", "words_b"}: the covariate of a length-controlled fit
+
+An `OrderVerdict`: `verdicts` {dimension: "A" | "B" | "tie"}, or null when that order failed (then `failure` is
+its kind, e.g. "missing", "invalid_verdict", "no_json", "request_failed", "video_missing", and
+`failure_detail` says why); `reply` (the judge's raw reply), `cache_hit`, `requests` (HTTP requests made this
+run: 0 from the cache).
+
+In `verdicts`, "A" ALWAYS means model_a's caption and "B" model_b's, whichever was shown first. The judge's own
+answer is positional (its "A" is the caption it was shown first; `reply` keeps it as written) and is
+translated when model_b was shown first. So a judge that always prefers the first caption has a_first
+overall "A" and b_first overall "B" (a flip); a position-consistent verdict is the same in both orders.
+
+The stamp is a hash of what makes two runs the same run (task, judge, command, and every record's item,
+models, captions and member); `records_sha256` is the hash of the record lines as written. A file whose
+records no longer hash to it, or whose stamp no longer matches its records, was edited after capjudge wrote
+it: `read_arena_file` refuses it with one ArenaFileError line, as `capjudge arena` refuses to replace it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from capjudge.judges.pairwise.verdicts import OVERALL, VERDICTS
+
+SCHEMA = "capjudge-arena-verdicts/1"
+HEADER_KEY = "capjudge_arena"
+
+
+class ArenaFileError(ValueError):
+    """An arena verdict file that cannot be read as capjudge wrote it; the message names the file and line."""
+
+
+@dataclass(frozen=True)
+class OrderVerdict:
+    """One order's verdicts about models A and B (see the module docstring), or its failure."""
+
+    verdicts: Mapping[str, str] | None
+    failure: str | None
+    failure_detail: str | None
+    reply: str | None
+    cache_hit: bool
+    requests: int
+
+    @property
+    def ok(self) -> bool:
+        return self.verdicts is not None
+
+
+@dataclass(frozen=True)
+class PairRecord:
+    item_id: str
+    cluster: str
+    model_a: str
+    model_b: str
+    caption_a: str
+    caption_b: str
+    judge: str
+    member: str
+    judge_model: str
+    judge_version: str
+    dimensions: tuple[str, ...]
+    a_first: OrderVerdict
+    b_first: OrderVerdict
+    length: Mapping[str, Any]
+
+    def both_orders(self) -> bool:
+        """Did both orders give verdicts?"""
+        return self.a_first.ok and self.b_first.ok
+
+    def flipped(self, dimension: str = OVERALL) -> bool:
+        """Both orders judged and their verdicts on `dimension` differ (the order changed the verdict)."""
+        return self.both_orders() and self.a_first.verdicts[dimension] != self.b_first.verdicts[dimension]  # type: ignore[index]
+
+    def stamp_key(self) -> list[str]:
+        """What of the record makes the run the run it is (its inputs, not its verdicts)."""
+        return [self.item_id, self.model_a, self.caption_a, self.model_b, self.caption_b, self.member]
+
+    def to_json(self) -> dict[str, Any]:
+        document = asdict(self)
+        document["dimensions"] = list(self.dimensions)
+        return document
+
+
+@dataclass(frozen=True)
+class ArenaHeader:
+    task: str
+    judge: str
+    command: str
+    records: int
+    stamp: str
+    records_sha256: str
+
+
+def arena_stamp(task: str, judge: str, command: str, keys: Iterable[Sequence[str]]) -> str:
+    """The stamp of a run: task, judge label, command and every record's `stamp_key`, in order."""
+    canonical = json.dumps([task, judge, command, [list(key) for key in keys]], ensure_ascii=True)
+    return hashlib.sha256(canonical.encode("ascii")).hexdigest()
+
+
+def arena_file_text(task: str, judge: str, command: str, records: Sequence[PairRecord]) -> str:
+    """The whole file: the header line, then one line per record."""
+    lines = "".join(json.dumps(record.to_json(), ensure_ascii=False) + "\n" for record in records)
+    header = {HEADER_KEY: SCHEMA, "task": task, "judge": judge, "command": command, "records": len(records),
+              "stamp": arena_stamp(task, judge, command, (record.stamp_key() for record in records)),
+              "records_sha256": hashlib.sha256(lines.encode("utf-8")).hexdigest()}
+    return json.dumps(header, ensure_ascii=False) + "\n" + lines
+
+
+def read_arena_file(path: Path) -> tuple[ArenaHeader, tuple[PairRecord, ...]]:
+    """The header and records of an arena verdict file, every field checked; an ArenaFileError otherwise."""
+    from capjudge.judges.jsonl import DuplicateKey, decode_json
+
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise ArenaFileError(f"arena file {path}: cannot be read ({error})") from None
+    first, _, body = text.partition("\n")
+    try:
+        header = decode_json(first)
+    except (DuplicateKey, ValueError, RecursionError):
+        header = None
+    if not isinstance(header, dict) or header.get(HEADER_KEY) != SCHEMA:
+        raise ArenaFileError(f"arena file {path}: line 1 is not a capjudge arena header ({SCHEMA})")
+    fields = {name: header.get(name) for name in ("task", "judge", "command", "stamp", "records_sha256")}
+    if not all(isinstance(value, str) for value in fields.values()) or not _count(header.get("records")):
+        raise ArenaFileError(f"arena file {path}: line 1: the header's fields are not all there")
+    if hashlib.sha256(body.encode("utf-8")).hexdigest() != fields["records_sha256"]:
+        raise ArenaFileError(f"arena file {path}: its records do not match the hash in its header: the file was "
+                             "edited after capjudge wrote it; rerun `capjudge arena` (its replies are cached)")
+    records = tuple(_record(path, number, line) for number, line in enumerate(body.splitlines(), 2))
+    if len(records) != header["records"]:
+        raise ArenaFileError(f"arena file {path}: {len(records)} records, its header says {header['records']}")
+    stamp = arena_stamp(fields["task"], fields["judge"], fields["command"], (r.stamp_key() for r in records))  # type: ignore[arg-type]
+    if stamp != fields["stamp"]:
+        raise ArenaFileError(f"arena file {path}: its stamp does not match its records: edited after capjudge wrote it")
+    return ArenaHeader(records=header["records"], **fields), records  # type: ignore[arg-type]
+
+
+def _count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _record(path: Path, number: int, line: str) -> PairRecord:
+    from capjudge.judges.jsonl import DuplicateKey, decode_json
+
+    where = f"arena file {path}, line {number}"
+    try:
+        document = decode_json(line)
+        texts = ("item_id", "cluster", "model_a", "model_b", "caption_a", "caption_b", "judge", "member",
+                 "judge_model", "judge_version")
+        if not isinstance(document, dict) or not all(isinstance(document.get(name), str) for name in texts):
+            raise TypeError("a text field is missing or not text")
+        dimensions = tuple(document["dimensions"])
+        if not dimensions or dimensions[-1] != OVERALL or not all(isinstance(d, str) for d in dimensions):
+            raise TypeError(f"dimensions must end with {OVERALL!r}")
+        if not isinstance(document.get("length"), dict):
+            raise TypeError("length must be an object")
+        orders = [_order(document[name], dimensions) for name in ("a_first", "b_first")]
+    except (DuplicateKey, ValueError, RecursionError, KeyError, TypeError) as error:
+        raise ArenaFileError(f"{where}: not an arena record ({error})") from None
+    return PairRecord(**{name: document[name] for name in texts}, dimensions=dimensions, a_first=orders[0],
+                      b_first=orders[1], length=document["length"])
+
+
+def _order(document: Any, dimensions: tuple[str, ...]) -> OrderVerdict:
+    if not isinstance(document, dict):
+        raise TypeError("an order must be an object")
+    verdicts = document.get("verdicts")
+    if verdicts is not None and (not isinstance(verdicts, dict) or sorted(verdicts) != sorted(dimensions)
+                                 or not all(v in VERDICTS for v in verdicts.values())):
+        raise TypeError(f"verdicts must give A, B or tie for each of {', '.join(dimensions)}")
+    failure = document.get("failure")
+    if (verdicts is None) != isinstance(failure, str):
+        raise TypeError("an order has either verdicts or a failure kind")
+    if not isinstance(document.get("cache_hit"), bool) or not _count(document.get("requests")):
+        raise TypeError("cache_hit must be true/false and requests a count")
+    reply, detail = document.get("reply"), document.get("failure_detail")
+    if not all(value is None or isinstance(value, str) for value in (reply, detail)):
+        raise TypeError("reply and failure_detail must be text or null")
+    return OrderVerdict(verdicts, failure, detail, reply, document["cache_hit"], document["requests"])

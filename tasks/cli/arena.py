@@ -1,0 +1,161 @@
+"""`capjudge arena`: pairs of captions of the same item, from two or more caption sources, judged by the task's
+judge with its pairwise rubric prompt (capjudge's own: judges/templates/<judge>_pairwise_v1.txt), every pair
+asked in BOTH orders; one verdict record per (item, pair, judge) with both orders' verdicts and replies.
+
+    capjudge arena --task gveval_demo --captions tasks/demo/captions_good.jsonl \
+        --captions tasks/demo/captions_fair.jsonl --captions tasks/demo/captions_poor.jsonl --out results/arena
+    capjudge arena RUN_A RUN_B RUN_C --task gveval --anchors 1 --seed 0 --out results/arena   # vs 1 anchor
+    capjudge arena ... --dry-run --price-input 2.50 --price-output 10.00   # requests, tokens, cost; sends nothing
+
+The parser only: sources, pairs and judging are capjudge.tasks.runs.arena (through the task's own client, reply
+cache, rate budget, pre-flight and panel), the record capjudge.judges.pairwise.record. Writes
+OUT/arena_<task>.jsonl (checked before the first request; a rerun of the same command replaces its own, from the
+cache) and prints per judge: pairs, pairs with verdicts in both orders, order flips, failed orders. Exit status:
+2 bad input, 3 above CAPJUDGE_MAX_FAILURE_RATE failed orders (the file is written first).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+from capjudge.metrics.files.outputs import folder_argument
+from capjudge.tasks import TASKS_DIR
+from capjudge.tasks.cli.bounds import MAX_ITEMS, MAX_SEED, count_argument
+from capjudge.tasks.runs.judging.estimate import DEFAULT_OUTPUT_TOKENS
+
+# More anchors than this is no longer the O(models) design: every pair (no --anchors) is then cheaper to think about.
+MAX_ANCHORS = 100
+
+
+def register(groups: Any) -> None:
+    parser = groups.top.add_parser(
+        "arena", help="judge pairs of captions of the same item in both orders (pairwise rubric prompt)",
+        description=__doc__.split("\n\n")[0])
+    parser.add_argument("runs", nargs="*", type=Path, metavar="RUN",
+                        help="lmms-eval output folders or *_results.json with samples (one model each)")
+    parser.add_argument("--captions", type=Path, action="append", default=[], metavar="FILE",
+                        help="a captions JSONL/JSON keyed by item id (one model each; repeatable)")
+    parser.add_argument("--task", required=True, help="the capjudge task whose items and judge to use")
+    parser.add_argument("--out", type=folder_argument, help="output folder for arena_<task>.jsonl (not with --dry-run)")
+    count_argument(parser, "--anchors", low=1, high=MAX_ANCHORS,
+                   help="each model against K anchor models drawn by --seed, the same on every item (default: all pairs)")
+    parser.add_argument("--anchor", action="append", default=[], metavar="NAME",
+                        help="an anchor model by name (repeatable; instead of --anchors)")
+    count_argument(parser, "--seed", low=0, high=MAX_SEED, default=0, help="seed of the anchors' draw (default 0)")
+    count_argument(parser, "--limit", low=1, high=MAX_ITEMS, help="only the first N items with a pair, in the task's order")
+    parser.add_argument("--format", choices=("table", "json"), default="table", help="what to print (default table)")
+    parser.add_argument("--include-path", type=Path, default=TASKS_DIR, help="task folders (default: capjudge's)")
+    dry = parser.add_argument_group("Before a run: what it asks and costs (nothing is sent)")
+    dry.add_argument("--dry-run", action="store_true", help="print the pairs, requests, tokens and cost; judge nothing")
+    dry.add_argument("--price-input", type=str, help="USD per 1M input tokens")
+    dry.add_argument("--price-output", type=str, help="USD per 1M output tokens")
+    dry.add_argument("--output-tokens", type=float, default=DEFAULT_OUTPUT_TOKENS,
+                     help=f"expected tokens per reply (default {DEFAULT_OUTPUT_TOKENS})")
+    parser.set_defaults(func=run)
+
+
+def arena_command_line(args: argparse.Namespace) -> str:
+    """The command as it can be typed again (what the verdict file records)."""
+    words = ["capjudge", "arena", *(str(run) for run in args.runs), "--task", args.task]
+    for file in args.captions:
+        words += ["--captions", str(file)]
+    for name in args.anchor:
+        words += ["--anchor", name]
+    if args.anchors is not None:
+        words += ["--anchors", str(args.anchors)]
+    if args.limit:
+        words += ["--limit", str(args.limit)]
+    words += ["--seed", str(args.seed)]
+    if args.out:
+        words += ["--out", str(args.out)]
+    if args.include_path != TASKS_DIR:
+        words += ["--include-path", str(args.include_path)]
+    return shlex.join(words)
+
+
+def run(args: argparse.Namespace) -> int:
+    # Imported here: `capjudge --help` should not load the client machinery and lmms-eval.
+    from capjudge.judges.client.charge import BudgetFileError
+    from capjudge.judges.client.config import ConfigError
+    from capjudge.metrics.files.outputs import OutputError, writable_folder
+    from capjudge.models.captions_file import CaptionsFileError
+    from capjudge.tasks.cli.estimate import _prices
+    from capjudge.tasks.harness.sources import DatasetError
+    from capjudge.tasks.runs.judging.estimate import EstimateError
+    from capjudge.tasks.runs.judging.stage import JudgeStageError
+    from capjudge.tasks.runs.arena.sources import ArenaError
+
+    try:
+        if args.dry_run:
+            prices = _prices(args.price_input, args.price_output)
+            if not math.isfinite(args.output_tokens) or args.output_tokens < 0:
+                raise EstimateError(f"--output-tokens must be a number >= 0, got {args.output_tokens}")
+            return _dry_run(args, prices)
+        if args.price_input or args.price_output:
+            raise ArenaError("--price-input and --price-output go with --dry-run")
+        if args.out is None:
+            raise ArenaError("--out is required: the verdicts (both orders, with the replies) are written there")
+        return _judge(args, writable_folder(args.out))
+    except (ArenaError, JudgeStageError, ConfigError, DatasetError, CaptionsFileError, OutputError, EstimateError,
+            BudgetFileError) as error:
+        print(f"capjudge arena: {error}", file=sys.stderr)
+        return 2
+
+
+def _planned(args: argparse.Namespace, task: Any) -> tuple[Any, Any, list[Any]]:
+    from capjudge.tasks.runs.arena.pairs import choose_anchors, plan_pairs
+    from capjudge.tasks.runs.arena.pairwise_judges import pairwise_judge_for
+    from capjudge.tasks.runs.arena.sources import read_sources
+
+    judge = pairwise_judge_for(task)
+    models = read_sources(task, args.task, args.runs, args.captions)
+    anchors = choose_anchors(models, args.anchor, args.anchors, args.seed)
+    return judge, models, plan_pairs(task, models, anchors, args.limit)
+
+
+def _dry_run(args: argparse.Namespace, prices: tuple[float, float] | None) -> int:
+    from capjudge.tasks.harness.judged_task import counting_requests_only
+    from capjudge.tasks.runs.judging.stage import load_judged_task
+    from capjudge.tasks.runs.arena.pricing import price_pairs
+
+    with counting_requests_only():  # nothing is sent: no judge or key is needed (the cache is only read)
+        task = load_judged_task(args.task, args.include_path)
+        who = task.who_judges()  # a panel's members, read without their keys
+    judge, models, pairs = _planned(args, task)
+    estimate = price_pairs(task, judge, pairs, len(models), output_tokens=args.output_tokens, prices=prices, who=who)
+    print("\n".join(estimate.lines()))
+    return 0
+
+
+def _judge(args: argparse.Namespace, out: Path) -> int:
+    from capjudge.judges.atomic_files import write_replacing
+    from capjudge.judges.pairwise.record import arena_file_text
+    from capjudge.tasks.run_outcome import EXIT_STATUS, failure_rate_problem
+    from capjudge.tasks.runs.judging.stage import load_judged_task
+    from capjudge.tasks.runs.arena.judging import judge_pairs, member_counts
+    from capjudge.tasks.runs.arena.outputs import FILE_NAME, check_arena_output, arena_summary_json, summary_table
+    from capjudge.tasks.runs.sensitivity.judging import judge_label
+
+    task = load_judged_task(args.task, args.include_path)
+    judge, models, pairs = _planned(args, task)
+    command, label = arena_command_line(args), judge_label(task.identity())
+    members = [member.name for member in task.who_judges().members]
+    path = out / FILE_NAME.format(task=args.task)
+    check_arena_output(path, args.task, label, command,
+                       [[p.item_id, p.model_a, p.caption_a, p.model_b, p.caption_b, m] for p in pairs for m in members])
+    records = judge_pairs(task, judge, pairs)
+    write_replacing(path, arena_file_text(args.task, label, command, records))
+    counts = member_counts(records, members)
+    print(arena_summary_json(args.task, label, command, counts, path) if args.format == "json"
+          else summary_table(args.task, label, len(models), records, counts, path))
+    failed = sum(row.failed_orders for row in counts)
+    problem = failure_rate_problem(failed, 2 * len(records))
+    if problem is not None:
+        print(f"capjudge arena: {problem.replace('items', 'orders', 1)}", file=sys.stderr)
+        return EXIT_STATUS
+    return 0

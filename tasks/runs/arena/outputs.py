@@ -1,0 +1,63 @@
+"""What an arena run writes and prints: OUT/arena_<task>.jsonl (capjudge.judges.pairwise.record), checked before
+the first request, and the summary.
+
+The file is checked as `capjudge sensitivity` checks its report (capjudge.metrics.sensitivity.outputs): a name
+taken by a folder, a link, another run's verdict file or a file that is no verdict file as capjudge wrote it
+(edited by hand: its records no longer match its hashes) is one OutputError naming it; a rerun of the same
+command on the same captions with the same judge replaces its own file.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from capjudge.judges.pairwise.record import ArenaFileError, PairRecord, arena_stamp, read_arena_file
+from capjudge.metrics.sensitivity.outputs import Found, check_outputs
+from capjudge.tasks.runs.arena.judging import MemberCounts
+
+FILE_NAME = "arena_{task}.jsonl"
+
+
+def arena_found(path: Path) -> Found:
+    """An existing file under the verdict file's name: the stamp of the run that wrote it, when it reads back
+    exactly as capjudge wrote it."""
+    try:
+        header, _ = read_arena_file(path)
+    except ArenaFileError as error:
+        return Found(None, f"a file that is not an arena verdict file as capjudge wrote it ({error})")
+    return Found(header.stamp, f"the verdicts of another arena run (`{header.command[:300]}`)")
+
+
+def check_arena_output(path: Path, task: str, judge: str, command: str, keys: Sequence[Sequence[str]]) -> None:
+    """Before any request: `path` is free, or holds this very run's own verdict file."""
+    check_outputs([(path, arena_found)], arena_stamp(task, judge, command, keys))
+
+
+def summary_rows(counts: Sequence[MemberCounts]) -> list[dict[str, Any]]:
+    return [{"judge": row.member, "pairs": row.pairs, "both_orders": row.both_orders, "order_flips": row.flips,
+             "failed_orders": row.failed_orders, "requests": row.requests, "cache_hits": row.cache_hits}
+            for row in counts]
+
+
+def summary_table(task: str, judge: str, models: int, records: Sequence[PairRecord], counts: Sequence[MemberCounts],
+                  path: Path) -> str:
+    """The printed summary: what was asked, then a row per judge (or panel member)."""
+    items = len({record.item_id for record in records})
+    lines = [f"capjudge arena: task {task}, {judge}; {models} models, {items} items, {counts[0].pairs} pairs, "
+             "each asked in both orders",
+             "",
+             "| judge | pairs | verdicts in both orders | order flips (overall) | failed orders | requests | from cache |",
+             "|---|---:|---:|---:|---:|---:|---:|"]
+    lines += [f"| {r.member} | {r.pairs} | {r.both_orders} | {r.flips} | {r.failed_orders} | {r.requests} | "
+              f"{r.cache_hits} |" for r in counts]
+    lines += ["", "An order flip: the overall verdict changed when the captions swapped places (a position-inconsistent "
+              "verdict, a tie for the ranking).", f"Verdicts, both orders and the replies: {path}"]
+    return "\n".join(lines)
+
+
+def arena_summary_json(task: str, judge: str, command: str, counts: Sequence[MemberCounts], path: Path) -> str:
+    return json.dumps({"task": task, "judge": judge, "command": command, "judges": summary_rows(counts),
+                       "verdict_file": str(path)}, indent=2, ensure_ascii=False)

@@ -1,0 +1,33 @@
+"""Helpers of the `capjudge arena` tests (test_arena_judging*.py): the command through the real CLI, in a
+subprocess, against the OpenAI-compatible test server, with the scripted pairwise judges."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.support.paths import REPO_ROOT
+from tests.support.harness_runs import run_capjudge_cli
+from tests.support.scripted_caption_judges import judge_env
+
+DEMO = REPO_ROOT / "tasks" / "demo"
+CAPTION_SETS = ("good", "fair", "poor")
+
+
+def caption_flags(*names: str) -> list[str]:
+    return [flag for name in (names or CAPTION_SETS) for flag in ("--captions", str(DEMO / f"captions_{name}.jsonl"))]
+
+
+def arena(tmp_path: Path, server, judge: str, *args: str, env: dict | None = None):
+    """`capjudge arena ARGS` judged by scripted judge `judge` (its reply cache under tmp_path), through the
+    warm launcher as every other CLI test."""
+    return run_capjudge_cli(["arena", *args], env={**judge_env(tmp_path, server, judge), **(env or {})}, cwd=REPO_ROOT)
+
+
+def one_line_refusal(done) -> str:
+    """The one line a refused command printed (asserting it is one line, exit 2, no traceback)."""
+    assert done.returncode == 2, (done.returncode, done.stdout[-2000:], done.stderr[-3000:])
+    assert "Traceback" not in done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("capjudge arena: ")
+    return lines[0]

@@ -1,0 +1,77 @@
+"""`capjudge arena` on bad input (issue #49): one line naming the problem, exit 2, no traceback, no request;
+and the verdict file's own checks (a file edited by hand is refused by the rerun and by its reader)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from tests.support.arena_runs import arena, caption_flags, one_line_refusal
+from tests.support.harness_runs import judge_server
+from tests.support.scripted_pairwise_judges import PairwiseWorld
+
+from capjudge.judges.pairwise.record import ArenaFileError, read_arena_file
+
+pytestmark = pytest.mark.slow
+TASK = "gveval_demo"
+
+
+def _captions_file(path, ids):
+    path.write_text("".join(json.dumps({"id": item, "caption": f"caption of {item}"}) + "\n" for item in ids))
+    return path
+
+
+def test_bad_inputs_are_one_line_and_exit_2_before_any_request(tmp_path):
+    first_half = _captions_file(tmp_path / "first_half.jsonl", [f"g0{i}" for i in range(1, 6)])
+    second_half = _captions_file(tmp_path / "second_half.jsonl", ["g06", "g07", "g08", "g09", "g10"])
+    other_task = _captions_file(tmp_path / "other_task.jsonl", ["zz1", "zz2"])
+    twin = tmp_path / "twin"
+    twin.mkdir()
+    _captions_file(twin / "first_half.jsonl", ["g01"])
+    out = ["--out", str(tmp_path / "out")]
+    cases = {
+        "one model": ([*caption_flags("good")], "at least two caption sources"),
+        "no shared item": (["--captions", str(first_half), "--captions", str(second_half)], "has captions from two sources"),
+        "a source without captions": ([*caption_flags("good"), "--captions", str(other_task)],
+                                      "none of its 2 ids is an item of task"),
+        "two sources, one name": (["--captions", str(first_half), "--captions", str(twin / "first_half.jsonl")],
+                                  "are both named 'first_half'"),
+        "too many anchors": ([*caption_flags(), "--anchors", "3"], "--anchors 3: give from 1 to 2"),
+        "an unknown anchor": ([*caption_flags(), "--anchor", "nobody"], "--anchor 'nobody': no caption source"),
+    }
+    with judge_server(responder=PairwiseWorld().respond) as server:
+        for name, (args, expected) in cases.items():
+            done = arena(tmp_path, server, "fair", "--task", TASK, *args, *out)
+            assert expected in one_line_refusal(done), name
+        # The text-only G-VEval mode has no pairwise prompt: refused, not judged item by item as bad input.
+        text_only = arena(tmp_path, server, "fair", "--task", TASK, *caption_flags(), *out,
+                          env={"CAPJUDGE_GVEVAL_MODE": "references"})
+        assert "has no pairwise prompt" in one_line_refusal(text_only)
+        assert server.log == []
+    assert not (tmp_path / "out" / f"arena_{TASK}.jsonl").exists()
+
+
+def test_a_verdict_file_edited_by_hand_is_refused_by_the_rerun_and_by_its_reader(tmp_path):
+    world = PairwiseWorld()
+    args = ["--task", TASK, *caption_flags(), "--limit", "1", "--out", str(tmp_path / "out")]
+    path = tmp_path / "out" / f"arena_{TASK}.jsonl"
+    with judge_server(responder=world.respond) as server:
+        assert arena(tmp_path, server, "fair", *args).returncode == 0
+        header, records = read_arena_file(path)
+        assert header.records == 3
+        # One verdict changed by hand: the file no longer matches its own hashes.
+        lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+        lines[1] = lines[1].replace('"overall": "A"', '"overall": "B"', 1)
+        path.write_text("".join(lines), encoding="utf-8")
+        with pytest.raises(ArenaFileError, match="edited after capjudge wrote it"):
+            read_arena_file(path)
+        server.log.clear()
+        refused = one_line_refusal(arena(tmp_path, server, "fair", *args))
+        assert str(path) in refused and "not an arena verdict file as capjudge wrote it" in refused
+        assert server.log == []
+        # Another run's (untouched) file under the name is not replaced either.
+        path.unlink()
+        assert arena(tmp_path, server, "fair", *args).returncode == 0
+        other = arena(tmp_path, server, "fair", "--task", TASK, *caption_flags("good", "poor"), "--limit", "1",
+                      "--out", str(tmp_path / "out"))
+        assert "the verdicts of another arena run" in one_line_refusal(other)
