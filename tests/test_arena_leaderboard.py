@@ -14,7 +14,8 @@ from capjudge.judges.record import LoggedJudge
 from capjudge.metrics.arena.ratings import ArenaSettings
 from capjudge.metrics.files.runs import Run
 from capjudge.metrics.files.task_run import TaskRun
-from capjudge.metrics.leaderboard.arena_column import arena_json, arena_markdown, arena_png, task_arenas
+from capjudge.metrics.leaderboard.arena_column import arena_json, arena_markdown, task_arenas
+from capjudge.metrics.leaderboard.arena_plot import arena_png
 from PIL import Image
 from test_arena_ratings import independent_elo
 

@@ -1,17 +1,18 @@
 """The leaderboard's arena (issue #49 item 1): per task, battles between the models decided by the task's main
 metric item by item (`capjudge.metrics.arena.run_battles`), their Bradley-Terry ratings on the Elo scale with
 item-bootstrap intervals, the win-rate matrix and the pairs whose order differs from the mean-score ranking;
-rendered as a Markdown section, a JSON object and a PNG (ratings with their intervals).
+as data (`TaskArena`, made by `board.build_leaderboard` through `board_arenas`), a plain Markdown section and a
+JSON object. The leaderboard's pages show it through `arena_section` (tables, column, notes) and
+`arena_plot` (the PNG).
 
-Not yet wired into `board.build_leaderboard` or the page writers: a task's arena is computed here from the
-same runs and main metrics the board ranks by, and a task whose runs make no arena (one model, no shared
-items, no per-item log) gets the ArenaError's one line as its reason instead.
+A task's arena is computed from the same runs and main metric the board ranks the task by, at no judging
+cost; a task whose runs make no arena (one model, no shared items, no per-item log, a main metric that is a
+rate) gets the ArenaError's one line as its reason instead, and the rest of the board is untouched.
 """
 
 from __future__ import annotations
 
-import io
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,7 +20,6 @@ from capjudge.metrics.arena.errors import ArenaError
 from capjudge.metrics.arena.ratings import METHOD, ArenaRatings, ArenaSettings, arena_ratings, order_differences
 from capjudge.metrics.arena.run_battles import run_battles
 from capjudge.metrics.files.runs import Run
-from capjudge.metrics.leaderboard.length_plot import drawable_names
 
 
 @dataclass(frozen=True)
@@ -58,7 +58,16 @@ def task_arenas(runs: Sequence[Run], main_metrics: Mapping[str, str], settings: 
     return found, reasons
 
 
-def arena_markdown(arena: TaskArena) -> str:
+def board_arenas(runs: Sequence[Run], main_scores: Mapping[str, str], n_resamples: int, seed: int,
+                 confidence: float) -> tuple[dict[str, TaskArena], dict[str, str]]:
+    """The leaderboard's arenas: `main_scores` task -> its main metric (a score), with the board's bootstrap
+    settings; task -> why it has none for every task whose arena cannot be made."""
+    return task_arenas(runs, main_scores, ArenaSettings(n_resamples=n_resamples, seed=seed, confidence=confidence))
+
+
+def arena_markdown(arena: TaskArena, text: Callable[[str], str] = str) -> str:
+    """A plain Markdown section (model names through `text`, e.g. the leaderboard's escaping); the leaderboard
+    page itself lays the arena out as its other tables (`arena_section`)."""
     ratings = arena.ratings
     lines = [f"### Arena: {arena.task} ({arena.metric})", "",
              "| model | Elo [95% CI] | battles | mean score |", "|---|---|---|---|"]
@@ -67,18 +76,18 @@ def arena_markdown(arena: TaskArena) -> str:
         interval = f" [{value.ci_low:.0f}, {value.ci_high:.0f}]" if value.ci_low is not None else ""
         battles = sum(n for (a, _), n in ratings.battles.items() if a == model)
         mean = arena.means.get(model)
-        lines.append(f"| {model} | {value.value:.0f}{interval} | {battles} | "
+        lines.append(f"| {text(model)} | {value.value:.0f}{interval} | {battles} | "
                      f"{'' if mean is None else f'{mean:.3g}'} |")
     lines += ["", "Win rate of the row model against the column model (ties count half):", "",
-              "| | " + " | ".join(ratings.ranking) + " |", "|---" * (len(ratings.ranking) + 1) + "|"]
+              "| | " + " | ".join(map(text, ratings.ranking)) + " |", "|---" * (len(ratings.ranking) + 1) + "|"]
     for a in ratings.ranking:
         cells = ["" if a == b or ratings.win_rates.get((a, b)) is None else f"{100 * ratings.win_rates[(a, b)]:.1f}%"
                  for b in ratings.ranking]
-        lines.append(f"| {a} | " + " | ".join(cells) + " |")
+        lines.append(f"| {text(a)} | " + " | ".join(cells) + " |")
     lines.append("")
     if arena.order_differs:
         lines.append("Pairs the arena orders otherwise than the mean score: " + "; ".join(
-            f"{a} above {b} by mean score, {b} above {a} by rating" for a, b in arena.order_differs) + ".")
+            f"{text(a)} above {text(b)} by mean score, {text(b)} above {text(a)} by rating" for a, b in arena.order_differs) + ".")
     else:
         lines.append("The arena orders every pair of models as the mean score does.")
     lines += ["", arena.method]
@@ -98,29 +107,3 @@ def arena_json(arena: TaskArena) -> dict[str, Any]:
         "n_items": ratings.n_items, "n_battles": ratings.n_battles, "n_ties": ratings.n_ties,
         "n_undefined_resamples": ratings.n_undefined, "method": arena.method,
     }
-
-
-def arena_png(arena: TaskArena) -> bytes:
-    """The models' ratings with their intervals, best first (Agg canvas, no pyplot state)."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    ratings = arena.ratings
-    models = list(ratings.ranking)
-    figure = Figure(figsize=(max(4.0, 0.9 * len(models) + 1.5), 3.4), dpi=100, layout="constrained")
-    FigureCanvasAgg(figure)
-    axes = figure.add_subplot(1, 1, 1)
-    values = [ratings.ratings[m].value for m in models]
-    lower = [v - (ratings.ratings[m].ci_low if ratings.ratings[m].ci_low is not None else v) for v, m in zip(values, models)]
-    upper = [(ratings.ratings[m].ci_high if ratings.ratings[m].ci_high is not None else v) - v for v, m in zip(values, models)]
-    positions = list(range(len(models)))
-    axes.errorbar(positions, values, yerr=[lower, upper], fmt="o", capsize=4, color="#2e86c1")
-    axes.axhline(1000.0, color="#999999", linewidth=0.8)
-    labels = drawable_names(models)
-    axes.set_xticks(positions, [labels[m] for m in models], rotation=30, ha="right", fontsize=8, parse_math=False)
-    axes.set_ylabel("Elo (mean model 1000)")
-    axes.set_title(f"Arena {arena.task}: {arena.metric} battles", fontsize=10, parse_math=False)
-    axes.grid(axis="y", alpha=0.3)
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png")
-    return buffer.getvalue()
