@@ -54,7 +54,7 @@ def arena_section(board: Leaderboard, task: str) -> ArenaSection | None:
     or a task without a main score)."""
     if task not in board.arenas:
         reason = board.arena_missing.get(task)
-        return None if reason is None else ArenaSection(task, reason=f"No arena for {task}: {reason}")
+        return None if reason is None else ArenaSection(task, reason=f"No arena: {reason}")
     arena = board.arenas[task]
     ratings = arena.ratings
     by_name = {row.name: row for row in board.rows}
