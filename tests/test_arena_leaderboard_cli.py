@@ -14,12 +14,11 @@ import shutil
 from pathlib import Path
 
 import pytest
+from capjudge.tasks.cli.main import main as capjudge_main
 from PIL import Image
 from test_arena_ratings import independent_elo
 from test_arena_runs import RUN_SETS, _direct_scores, _run_name, runs_folder  # noqa: F401 (the fixture)
 from test_leaderboard_length import METRIC, TASK
-
-from capjudge.tasks.cli.main import main as capjudge_main
 
 pytestmark = pytest.mark.slow  # real lmms-eval runs (about 40 s for the three)
 

@@ -130,7 +130,7 @@ def test_every_row_is_the_direct_count_on_the_same_pairs(vatex, report):
 
 def test_pairs_per_clip_bounds_and_seeds_the_pairs(vatex, report, tmp_path):
     path, candidates = vatex
-    _, scores, scorer = report
+    scorer = report[2]
     runs = [_vatex(str(path), str(scorer), "--format", "json", "--resamples", "0", "--pairs-per-clip", "2",
                    "--seed", seed) for seed in ("5", "5", "6")]
     assert all(run.returncode == 0 for run in runs), [run.stderr for run in runs]

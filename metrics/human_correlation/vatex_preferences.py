@@ -15,10 +15,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-
 from capjudge.judges.datasets.vatex_eval import VatexCandidate
 from capjudge.metrics.arena.errors import ArenaError
-from capjudge.metrics.arena.human_preferences import Agreement, human_pairs, rater_ceiling, sample_pairs, score_agreement
+from capjudge.metrics.arena.human_preferences import (
+    Agreement,
+    human_pairs,
+    rater_ceiling,
+    sample_pairs,
+    score_agreement,
+)
 from capjudge.metrics.arena.ratings import ArenaSettings
 from capjudge.metrics.statistics.value_ci import ValueCI
 

@@ -12,13 +12,21 @@ beside the page, linked) and the method. A task whose runs make no arena shows o
 from __future__ import annotations
 
 import html
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
+from capjudge.metrics.leaderboard.arena_cells import arena_column, arena_header
 from capjudge.metrics.leaderboard.arena_column import TaskArena
 from capjudge.metrics.leaderboard.arena_plot import arena_file_names
-from capjudge.metrics.leaderboard.arena_cells import arena_column, arena_header
-from capjudge.metrics.leaderboard.cells import EMPTY, Cell, DisplayColumn, decimals, rank_cell, sort_key, value_cell
+from capjudge.metrics.leaderboard.cells import (
+    EMPTY,
+    Cell,
+    DisplayColumn,
+    decimals,
+    rank_cell,
+    sort_key,
+    value_cell,
+)
 from capjudge.metrics.leaderboard.table import Leaderboard, LeaderboardRow
 
 Columns = tuple[DisplayColumn, ...]
