@@ -47,6 +47,7 @@ from capjudge.metrics.files.runs import RESULTS_SUFFIX, read_runs
 from capjudge.metrics.files.task_run import TaskRun, logged_record
 from capjudge.metrics.files.values import NotANumber, item_number
 from capjudge.judges.datasets.vatex_eval import VatexCandidate, clip_ids, item_id, ratings_matrix, split_item_id
+from capjudge.metrics.human_correlation.vatex_preferences import PreferenceTable, preference_lines, preference_table
 from capjudge.metrics.human_correlation.vatex_published import PublishedFigure, published_figures, published_to_table
 from capjudge.metrics.human_correlation.vatex_protocols import (
     ProtocolResult,
@@ -109,6 +110,8 @@ class VatexReport:
     published: tuple[PublishedFigure, ...] = ()
     # The scorer's length slope beside the humans' and their difference (with a scorer; see the module docstring).
     length_bias: ExcessLengthBias | None = None
+    # Agreement with the raters' same-clip preferences: every scorer above and the raters' ceiling (vatex_preferences).
+    preferences: PreferenceTable | None = None
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -259,9 +262,11 @@ def _split_item_key(key: str) -> tuple[str, int]:
 
 
 def build_vatex_report(data: str | Path, candidates: Sequence[VatexCandidate], scorer: Scorer | None,
-                 settings: BootstrapSettings, baselines: Sequence[Scorer] = ()) -> VatexReport:
+                 settings: BootstrapSettings, baselines: Sequence[Scorer] = (), pairs_per_clip: int | None = None
+                 ) -> VatexReport:
     """Every protocol for the scorer (if any), for caption length and for each baseline, and the human
-    ceiling, over the candidates the scorer has a value for, all on one set of clip resamples."""
+    ceiling, over the candidates the scorer has a value for, all on one set of clip resamples; then each one's
+    agreement with the raters' same-clip preferences (at most `pairs_per_clip` per clip, seeded)."""
     length = length_scorer(candidates)
     keep = np.isfinite(scorer.values) if scorer is not None else np.ones(len(candidates), dtype=bool)
     if keep.sum() < 2:
@@ -297,6 +302,9 @@ def build_vatex_report(data: str | Path, candidates: Sequence[VatexCandidate], s
         baselines=tuple(correlate(each) for each in baselines),
         published=published_figures(),
         length_bias=None if scorer is None else _length_bias(scorer, ratings, length.values[keep], clips, keep, settings),
+        preferences=preference_table(candidates, [(s.name, s.values) for s in (*([scorer] if scorer else []), length,
+                                                                                 *baselines)],
+                                     pairs_per_clip, settings.n_resamples, settings.seed, settings.confidence),
     )
 
 
@@ -353,6 +361,8 @@ def report_to_table(report: VatexReport) -> str:
     ]
     if report.length_bias is not None:
         lines += ["", *_length_bias_lines(report.length_bias)]
+    if report.preferences is not None:
+        lines += ["", *preference_lines(report.preferences)]
     if report.published:
         lines += ["", published_to_table(report.published).rstrip("\n")]
     return "\n".join(lines) + "\n"

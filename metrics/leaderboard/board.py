@@ -33,6 +33,7 @@ from capjudge.metrics.leaderboard.stats import (
     mean_estimate,
     paired_comparison,
 )
+from capjudge.metrics.leaderboard.arena_column import board_arenas
 from capjudge.metrics.leaderboard.length_column import TaskLengthControl, length_control
 from capjudge.metrics.leaderboard.panel import TaskPanel, panel_tasks, task_panel
 from capjudge.metrics.leaderboard.replies import TaskReplies, task_replies
@@ -124,6 +125,9 @@ def build_leaderboard(
     notes.extend(reply_warnings(replies))
     notes.extend(unranked_warnings(rows, columns, rank_column))
     controlled, uncontrolled = _length_control(runs, task_rank_columns, settings, notes)
+    # The arena battles on each task's main score (a rate's 0/1 values would be mostly ties): no extra judging.
+    arenas, no_arena = board_arenas(runs, {t: c.metric for t, c in task_rank_columns.items() if c.kind == "score"},
+                                    settings.n_resamples, settings.seed, settings.confidence) if settings.arena else ({}, {})
     method = METHOD_TEMPLATE.format(**vars(settings))
     if any(e.noise_share is not None for named in estimates.values() for e in named.values()):
         method += TWO_LEVEL_TEMPLATE
@@ -138,6 +142,8 @@ def build_leaderboard(
         panels=_panels(runs, task_rank_columns, task_ranks),
         length_control=controlled,
         length_undefined=uncontrolled,
+        arenas=arenas,
+        arena_missing=no_arena,
     )
 
 

@@ -25,6 +25,7 @@ from importlib.resources import files
 from string import Template
 
 from capjudge.metrics.leaderboard.table import Leaderboard, LeaderboardRow
+from capjudge.metrics.leaderboard.arena_section import arena_html, arena_section
 from capjudge.metrics.leaderboard.cells import OUT_OF_SCALE_MARK
 from capjudge.metrics.leaderboard.layout import Cell, DisplayColumn, PanelSection, TaskSection, legend, task_sections
 from capjudge.metrics.leaderboard.length_plot import (
@@ -56,7 +57,8 @@ def render_html(board: Leaderboard, png: bytes, length_pngs: Mapping[str, bytes]
         script=_template("leaderboard.js"),
         warnings=warnings,
         sections="\n".join(_section(section, _length_plot(plots.get(section.task), pngs),
-                                    missing_plot_note(board, section.task)) for section in task_sections(board)),
+                                    missing_plot_note(board, section.task), _arena(board, section.task))
+                            for section in task_sections(board)),
         usage=_usage(board),
         method=escape(legend(board)),
         chart=base64.b64encode(png).decode("ascii"),
@@ -74,7 +76,13 @@ def _length_plot(plot: LengthPlot | None, pngs: Mapping[str, bytes]) -> str:
             f'<figcaption>{escape(plot_caption(plot))}</figcaption></figure>')
 
 
-def _section(section: TaskSection, length_plot: str, missing_plot: str) -> str:
+def _arena(board: Leaderboard, task: str) -> str:
+    """The task's arena part (`div.arena`, arena_section), or '' when the board has none for it."""
+    arena = arena_section(board, task)
+    return "" if arena is None else arena_html(arena, lambda columns, kind: _table(columns, arena.rows, task, kind))
+
+
+def _section(section: TaskSection, length_plot: str, missing_plot: str, arena: str = "") -> str:
     escape = html.escape
     keys = (section.keys[0], section.keys[1])
     main = _table((*keys, *section.main), section.rows, section.task, "main")
@@ -95,7 +103,8 @@ def _section(section: TaskSection, length_plot: str, missing_plot: str) -> str:
             f'<div class="wide">{_table((*keys, *section.others), section.rows, section.task, "others")}</div>',
         ]
     judge = f'<p class="judge">{escape(section.judge_note)}</p>'
-    parts.append(judge + "".join("\n" + _panel(section.task, panel) for panel in section.panels) + "</section>")
+    panels = "".join("\n" + _panel(section.task, panel) for panel in section.panels)
+    parts.append(judge + panels + (f"\n{arena}" if arena else "") + "</section>")
     return "\n".join(parts)
 
 

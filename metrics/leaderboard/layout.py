@@ -30,6 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from capjudge.judges.client.panel import pair_name
+from capjudge.metrics.leaderboard.arena_cells import arena_column
 from capjudge.metrics.leaderboard.length_column import TaskLengthControl, length_note
 from capjudge.metrics.leaderboard.panel import OrderFlip, TaskPanel
 from capjudge.metrics.leaderboard.table import Leaderboard, LeaderboardRow, MetricColumn
@@ -126,6 +127,8 @@ def _section(board: Leaderboard, task: str) -> TaskSection:
             main.append(_length_column(control, main_column, rows, board))
         main.append(_difference_column(main_column, rows, board))
         main.append(DisplayColumn("p (Holm)", tuple(p_cell(row.comparison_for(main_column)) for row in rows)))
+        if task in board.arenas:  # the arena's ranking beside the mean's (arena_cells)
+            main.append(arena_column(board.arenas[task], rows, board.settings.confidence))
         if any(row.estimates[main_column.key].replies > 1 for row in rows):
             main.append(DisplayColumn("Judge noise", tuple(noise_cell(row.estimates[main_column.key]) for row in rows)))
     item_counts = {row.n_items.get(task) for row in rows}

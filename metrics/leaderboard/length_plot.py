@@ -95,9 +95,14 @@ def length_plots(board: Leaderboard) -> dict[str, LengthPlot]:
 def file_names(board: Leaderboard) -> dict[str, str]:
     """task -> its plot's file name: the task's name with anything but letters, digits, `_`, `.` and `-`
     replaced (a task name is data), numbered when two tasks would share a name."""
+    return task_file_names([task for task, control in board.length_control.items() if control.identified], FILE_PREFIX)
+
+
+def task_file_names(tasks: list[str], prefix: str) -> dict[str, str]:
+    """task -> `prefix` + the task's name made safe, `.png` (the arena's plots are named the same way)."""
     names: dict[str, str] = {}
-    for task in (task for task, control in board.length_control.items() if control.identified):
-        stem = FILE_PREFIX + _UNSAFE_IN_FILE_NAME.sub("_", task)[:_TASK_IN_FILE_NAME]
+    for task in tasks:
+        stem = prefix + _UNSAFE_IN_FILE_NAME.sub("_", task)[:_TASK_IN_FILE_NAME]
         name, number = f"{stem}.png", 2
         while name in names.values():
             name, number = f"{stem}_{number}.png", number + 1

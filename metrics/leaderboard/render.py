@@ -40,6 +40,9 @@ from capjudge.judges.client.panel import (
     member_metric,
     pair_name,
 )
+from capjudge.metrics.leaderboard.arena_cells import arena_csv_cells, arena_csv_header
+from capjudge.metrics.leaderboard.arena_plot import FILE_PREFIX as ARENA_PLOT_PREFIX, render_arena_pngs
+from capjudge.metrics.leaderboard.arena_section import arena_markdown_lines, arena_section
 from capjudge.metrics.leaderboard.panel import TaskPanel
 from capjudge.metrics.leaderboard.table import Leaderboard, LeaderboardRow
 from capjudge.metrics.statistics.value_ci import ValueCI
@@ -84,6 +87,7 @@ class LeaderboardFiles:
     html: Path
     png: Path
     length_plots: tuple[Path, ...] = ()  # leaderboard_length_<task>.png, one per task with length-controlled scores
+    arena_plots: tuple[Path, ...] = ()  # leaderboard_arena_<task>.png, one per task with an arena
 
 
 def write_leaderboard(board: Leaderboard, out_dir: Path) -> LeaderboardFiles:
@@ -93,14 +97,14 @@ def write_leaderboard(board: Leaderboard, out_dir: Path) -> LeaderboardFiles:
     turned off, a task gone) is removed, so the folder never shows a plot its pages do not."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    length_pngs = render_length_pngs(board)
+    length_pngs, arena_pngs = render_length_pngs(board), render_arena_pngs(board)
     files = LeaderboardFiles(
         out_dir / "leaderboard.md", out_dir / "leaderboard.csv", out_dir / "leaderboard.html", out_dir / "leaderboard.png",
-        tuple(out_dir / name for name in length_pngs),
+        tuple(out_dir / name for name in length_pngs), tuple(out_dir / name for name in arena_pngs),
     )
     png = render_chart_png(board)
     staged: dict[Path, Path] = {}
-    contents = [(files.png, png), *((out_dir / name, plot) for name, plot in length_pngs.items()),
+    contents = [(files.png, png), *((out_dir / name, plot) for name, plot in {**length_pngs, **arena_pngs}.items()),
                 (files.markdown, render_markdown(board)), (files.csv, render_csv(board)),
                 (files.html, render_html(board, png, length_pngs))]
     try:
@@ -110,9 +114,10 @@ def write_leaderboard(board: Leaderboard, out_dir: Path) -> LeaderboardFiles:
             publish_replacing(temporary, path)
     finally:
         discard(*staged.values())
-    for left in out_dir.glob(f"{LENGTH_PLOT_PREFIX}*.png"):
-        if left not in files.length_plots:
-            left.unlink(missing_ok=True)
+    for prefix, drawn in ((LENGTH_PLOT_PREFIX, files.length_plots), (ARENA_PLOT_PREFIX, files.arena_plots)):
+        for left in out_dir.glob(f"{prefix}*.png"):
+            if left not in drawn:
+                left.unlink(missing_ok=True)
     return files
 
 
@@ -133,6 +138,9 @@ def render_markdown(board: Leaderboard, width: int = MARKDOWN_WIDTH) -> str:
     for section in task_sections(board):
         lines += _section_lines(section, shorts, width,
                                 _length_plot_lines(board, section.task, plots.get(section.task), width))
+        arena = arena_section(board, section.task)
+        lines += [] if arena is None else arena_markdown_lines(arena, shorts, lambda text: _wrapped(text, width),
+                                                               lambda keys, columns: _tables(keys, columns, width))
     lines += ["## Method", ""] + _wrapped(legend(board), width) + [""]
     lines += _usage_lines(board, shorts, width)
     return "\n".join(lines)
@@ -236,6 +244,11 @@ def _packed(keys: Sequence[DisplayColumn], columns: Sequence[DisplayColumn], wid
     return chunks
 
 
+def _tables(keys: Sequence[DisplayColumn], columns: Sequence[DisplayColumn], width: int) -> list[str]:
+    """`columns` as tables no wider than `width`, each starting with `keys`, a blank line after each."""
+    return [line for chunk in _packed(keys, columns, width) for line in (*_table((*keys, *chunk)), "")]
+
+
 def _escaped(cell: Cell) -> str:
     return markdown_text(cell.text)
 
@@ -295,7 +308,7 @@ def render_csv(board: Leaderboard) -> str:
     header += [f"{name}_{task}" for task in tasks for name in USAGE_FIELDS]
     header += [f"report_url_{task}" for task in tasks]
     header.append("outside_scale")
-    header += _length_header(board)
+    header += _length_header(board) + arena_csv_header(board)
     header += _panel_header(board)
     handle = io.StringIO(newline="")
     writer = csv.writer(handle)
@@ -327,7 +340,7 @@ def render_csv(board: Leaderboard) -> str:
         cells += [row.usage.get(task, {}).get(name, "") for task in tasks for name in USAGE_FIELDS]
         cells += [row.report_urls.get(task, "") for task in tasks]
         cells.append("; ".join(_outside_scale(board, row)))
-        cells += _length_cells(board, row.name)
+        cells += _length_cells(board, row.name) + arena_csv_cells(board, row.name)
         cells += _panel_cells(board, row.name)
         writer.writerow([_csv_text(cell) for cell in cells])
     return handle.getvalue()

@@ -40,6 +40,8 @@ class LeaderboardSettings:
     failure_warn_rate: float = 0.02
     # The length-controlled column (capjudge.metrics.leaderboard.length_column); --no-length-control turns it off.
     length_control: bool = True
+    # The arena (capjudge.metrics.leaderboard.arena_column): Elo ratings from per-item battles; --no-arena turns it off.
+    arena: bool = True
 
     def __post_init__(self) -> None:
         if not 0 < self.confidence < 1:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from capjudge.metrics.leaderboard.arena_column import TaskArena
 from capjudge.metrics.leaderboard.length_column import TaskLengthControl
 from capjudge.metrics.leaderboard.panel import TaskPanel
 from capjudge.metrics.leaderboard.stats import Comparison, Estimate, LeaderboardSettings
@@ -67,6 +68,9 @@ class Leaderboard:
     # task -> its length-controlled scores and beta, for the tasks where they are defined (see length_column).
     length_control: Mapping[str, TaskLengthControl] = field(default_factory=dict)
     length_undefined: Mapping[str, str] = field(default_factory=dict)  # task -> why it has no such column
+    # task -> its arena (battles decided by its main score; arena_column), and task -> why it has none.
+    arenas: Mapping[str, TaskArena] = field(default_factory=dict)
+    arena_missing: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def tasks(self) -> tuple[str, ...]:

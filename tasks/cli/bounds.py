@@ -36,6 +36,8 @@ MAX_PROCESSES = 64
 # --limit (items per task): more than any task holds (VATEX-EVAL: 18,000 candidates), so it never cuts a real
 # task short; a larger number is a typo.
 MAX_ITEMS = 1_000_000
+# --pairs-per-clip (capjudge vatex): a VATEX-EVAL clip has 6 rated candidates, so 15 pairs; more is a typo.
+MAX_PAIRS_PER_CLIP = 15
 # --human-index: an element of each annotator's list (MSVD-Eval's has 5); negative counts from the end.
 MAX_HUMAN_INDEX = 1_000
 # A rendered request's max_tokens: above any model's context length.

@@ -16,8 +16,9 @@ def register(groups: Any) -> None:
         help="rank models from lmms-eval output folders, with bootstrap CIs and paired tests",
         description=(
             "Read lmms-eval output folders (results JSON and, from --log_samples, per-sample JSONL) of several "
-            "models on the same tasks; write leaderboard.md, .csv, .html and .png, and per task with a "
-            "length-controlled column leaderboard_length_<task>.png."
+            "models on the same tasks; write leaderboard.md, .csv, .html and .png, per task with a "
+            "length-controlled column leaderboard_length_<task>.png, and per task with an arena (Elo ratings from "
+            "the per-item battles of its main score) leaderboard_arena_<task>.png."
         ),
     )
     parser.add_argument(
@@ -38,6 +39,13 @@ def register(groups: Any) -> None:
         help="leave out the length-controlled column and its plot (each task's main score re-predicted at the "
              "reference caption length; shown by default beside the raw mean, which still ranks)",
     )
+    parser.add_argument(
+        "--no-arena", dest="arena", action="store_false",
+        help="leave out the arena (Bradley-Terry ratings on the Elo scale from every pair of models' per-item "
+             "battles on each task's main score, with item-bootstrap CIs; shown by default, no judging needed)",
+    )
+    parser.add_argument("--format", choices=("text", "json"), default="text",
+                        help="what to print: one summary line (text, default) or the board with its arenas as JSON")
     parser.add_argument(
         "--report-url", metavar="TEMPLATE",
         help="link each row of the HTML to the model's items in `capjudge report`'s page, e.g. "
@@ -60,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
         writable_folder(Path(args.out))  # before the runs are read and the statistics made
         settings = LeaderboardSettings(
             n_resamples=args.resamples, n_permutations=args.permutations, seed=args.seed,
-            confidence=args.confidence, alpha=args.alpha, length_control=args.length_control,
+            confidence=args.confidence, alpha=args.alpha, length_control=args.length_control, arena=args.arena,
         )
         runs, notes = read_runs(args.runs)
         board = build_leaderboard(runs, settings, rank_by=args.rank_by, warnings=notes,
@@ -71,8 +79,16 @@ def run(args: argparse.Namespace) -> int:
     for warning in board.warnings:
         print(f"warning: {warning}", file=sys.stderr)
     files = write_leaderboard(board, Path(args.out))
+    if args.format == "json":
+        import json
+
+        from capjudge.metrics.leaderboard.board_json import leaderboard_json
+
+        print(json.dumps(leaderboard_json(board, vars(files)), indent=2, ensure_ascii=False))
+        return 0
     ranked = ", ".join(f"{row.rank or '—'}. {row.name}" for row in board.rows)
-    written = ", ".join(str(path) for path in (files.markdown, files.csv, files.html, files.png, *files.length_plots))
+    written = ", ".join(str(path) for path in (files.markdown, files.csv, files.html, files.png, *files.length_plots,
+                                               *files.arena_plots))
     print(f"{len(board.rows)} models ({ranked}); wrote {written}")
     return 0
 

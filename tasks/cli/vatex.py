@@ -8,7 +8,9 @@ SCORER is a run folder (or results JSON) of a VATEX task (gveval_vatex_reference
 of {"clip_id": ..., "candidate_index": ..., "score": ...}. Without it, caption length and the human ceiling
 only. Printed: EMScore's per-annotator protocol (tau-b, Spearman), G-VEval's pooled protocol (tau-b, tau-c), the
 mean-rating variant, caption length as a sanity row and the human ceiling, each with a bootstrap interval
-clustered by clip (metrics/human_correlation/vatex_report.py). --baselines adds BLEU-1, BLEU-4, METEOR, ROUGE-L
+clustered by clip (metrics/human_correlation/vatex_report.py); then agreement with the humans' preferences on
+the same-clip pairs the raters do not tie: each scorer's concordance beside the raters' leave-one-out ceiling
+(metrics/human_correlation/vatex_preferences.py; --pairs-per-clip K bounds the pairs). --baselines adds BLEU-1, BLEU-4, METEOR, ROUGE-L
 and CIDEr with 1 and with 9 references (pycocoevalcap, as the field computes them), computed once per content
 and cached in --cache-dir (metrics/human_correlation/baseline_cache.py). Exit codes: 0 success; 1 the
 baselines cannot be computed here (pycocoevalcap or Java missing); 2 bad input, in one line naming the file
@@ -22,7 +24,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from capjudge.tasks.cli.bounds import MAX_RESAMPLES, MAX_SEED, count_argument
+from capjudge.tasks.cli.bounds import MAX_PAIRS_PER_CLIP, MAX_RESAMPLES, MAX_SEED, count_argument
 
 EXIT_UNAVAILABLE = 1
 EXIT_BAD_INPUT = 2
@@ -40,6 +42,9 @@ def register(groups: Any) -> None:
     count_argument(parser, "--resamples", low=0, high=MAX_RESAMPLES, default=1000,
                    help="clip-clustered bootstrap resamples (0: no CIs; default 1000)")
     count_argument(parser, "--seed", low=0, high=MAX_SEED, default=0, help="the resamples' seed (default 0)")
+    count_argument(parser, "--pairs-per-clip", low=1, high=MAX_PAIRS_PER_CLIP, default=None, metavar="K",
+                   help="the human-preference table on at most K of each clip's preferred pairs, drawn with --seed "
+                        "(default: all)")
     parser.add_argument("--format", choices=("table", "json"), default="table")
     parser.add_argument("--baselines", action="store_true",
                         help="add BLEU-1/4, METEOR, ROUGE-L, CIDEr with 1 and 9 references (cached by content)")
@@ -49,6 +54,7 @@ def register(groups: Any) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from capjudge.metrics.arena.errors import ArenaError
     from capjudge.metrics.files.outputs import OutputError
     from capjudge.metrics.human_correlation.baselines import BaselineUnavailable
     from capjudge.metrics.human_correlation.baseline_cache import DEFAULT_CACHE_DIR
@@ -70,13 +76,13 @@ def _run(args: argparse.Namespace) -> int:
         baselines = (baseline_scorers(candidates, args.cache_dir or DEFAULT_CACHE_DIR, str(args.data), say=_say)
                      if args.baselines else [])
         report = build_vatex_report(args.data, candidates, scorer, BootstrapSettings(n_resamples=args.resamples, seed=args.seed),
-                              baselines)
+                              baselines, pairs_per_clip=args.pairs_per_clip)
     except VatexEvalError as error:  # names the clip; the file is named here when the message does not
         message = str(error)
         print(f"capjudge vatex: {message if message.startswith(str(args.data)) else f'{args.data}: {message}'}",
               file=sys.stderr)
         return EXIT_BAD_INPUT
-    except (VatexReportError, OutputError) as error:
+    except (VatexReportError, OutputError, ArenaError) as error:
         print(f"capjudge vatex: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except BaselineUnavailable as error:

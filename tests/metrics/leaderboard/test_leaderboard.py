@@ -381,9 +381,9 @@ def test_html_page_has_no_external_resources(runs, tmp_path, capsys):
     assert inlined[1] == (tmp_path / "board" / "leaderboard.png").read_bytes()
     assert inlined[0] == (tmp_path / "board" / f"leaderboard_length_{TASK}.png").read_bytes()
     assert all(png.startswith(b"\x89PNG\r\n\x1a\n") for png in inlined)
-    # Per task a main table and an other-metrics table (then the usage table): one header row each, every
-    # body row as wide as it, one row per model.
-    assert len(audit.tables) == 3
+    # Per task a main table, an other-metrics table and the arena's two (ratings, win rates: issue #49), then
+    # the usage table: one header row each, every body row as wide as it, one row per model.
+    assert len(audit.tables) == 5
     for header_rows, body_rows in audit.tables:
         assert len(header_rows) == 1 and body_rows == [header_rows[0]] * 2
     assert "addEventListener(\"click\"" in page and 'data-sort="' in page

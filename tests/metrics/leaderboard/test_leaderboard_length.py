@@ -488,8 +488,9 @@ def test_no_plot_and_no_link_when_length_control_is_off(judged, tmp_path, capsys
     # Again into the same folder, turned off: the earlier plot goes with the column.
     code, err = _leaderboard(capsys, out, str(judged["loving"]), "--no-length-control")
     assert code == 0, err
+    # The arena's plot (issue #49, on by default) stays: only the length plot goes with its column.
     assert sorted(path.name for path in out.iterdir()) == ["leaderboard.csv", "leaderboard.html", "leaderboard.md",
-                                                           "leaderboard.png"]
+                                                           "leaderboard.png", "leaderboard_arena_gveval_demo.png"]
     page = (out / "leaderboard.html").read_text(encoding="utf-8")
     markdown = (out / "leaderboard.md").read_text(encoding="utf-8")
     for text in (page, markdown):
@@ -585,4 +586,6 @@ def test_task_names_become_safe_distinct_file_names(judged, tmp_path):
     files = write_leaderboard(renamed, out)
     assert sorted(path.name for path in files.length_plots) == sorted(names.values())
     assert all(path.parent == out for path in files.length_plots)
-    assert sorted(path.name for path in tmp_path.rglob("*.png")) == sorted([*names.values(), "leaderboard.png"])
+    # and the arena's plot of the board's real task (issue #49: on by default; the renamed tasks have no arena)
+    assert sorted(path.name for path in tmp_path.rglob("*.png")) == sorted([*names.values(), "leaderboard.png",
+                                                                            "leaderboard_arena_gveval_demo.png"])

@@ -1,0 +1,141 @@
+"""An arena's ratings: the Bradley-Terry fit of a battle table on the Elo scale, with an item-clustered
+bootstrap interval, the win-rate matrix, and the pairs a mean-score ranking orders the other way.
+
+The fit uses one row per model pair (its battles' points summed; `bradley_terry` says why that is the same
+fit as battle by battle). The bootstrap resamples ITEMS (all of an item's battles together), turns each
+resample into weighted pair counts with one matrix product, and refits from the full-data strengths (a
+warm start: the resampled optimum is near). A resample that draws no battle of some model leaves that
+model's rating undefined: it is counted and left out of the percentiles.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from capjudge.metrics.arena.battles import BattleTable, win_rates
+from capjudge.metrics.arena.bradley_terry import ELO_SCALE_TEXT, BattleRows, design_matrix, elo, fit_strengths
+from capjudge.metrics.arena.errors import ArenaError
+from capjudge.metrics.arena.resampling import count_blocks, percentile_ci
+from capjudge.metrics.statistics.value_ci import ValueCI
+
+METHOD = (
+    "Arena: every pair of models on every item both have a value for is a battle ({decided}); a tie counts "
+    "half a win to each side. Ratings: Bradley-Terry maximum likelihood (logistic regression on the battles, "
+    "scipy's optimiser), " + ELO_SCALE_TEXT + ". Brackets: {confidence:.0%} percentile CI from an item-"
+    "clustered bootstrap ({n_resamples} resamples of the items, each item's battles kept together, seed {seed})."
+)
+
+
+@dataclass(frozen=True)
+class ArenaSettings:
+    n_resamples: int = 1000
+    seed: int = 0
+    confidence: float = 0.95
+
+    def __post_init__(self) -> None:
+        if not 0 < self.confidence < 1:
+            raise ArenaError(f"confidence must be in (0, 1), got {self.confidence}")
+        if self.n_resamples < 0:
+            raise ArenaError(f"resamples must be >= 0, got {self.n_resamples}")
+
+
+@dataclass(frozen=True)
+class ArenaRatings:
+    models: tuple[str, ...]
+    ratings: Mapping[str, ValueCI]  # model -> Elo rating with its interval
+    strengths: np.ndarray  # (n_models,) natural log-odds, summing to 0, in `models` order
+    win_rates: Mapping[tuple[str, str], float | None]  # (a, b) -> a's share of the points against b
+    battles: Mapping[tuple[str, str], int]  # (a, b) and (b, a) -> their battles
+    n_items: int
+    n_battles: int
+    n_ties: int
+    n_undefined: int  # resamples in which some model drew no battle
+    settings: ArenaSettings
+
+    @property
+    def ranking(self) -> tuple[str, ...]:
+        """Models by rating, best first (ties in model order)."""
+        return tuple(sorted(self.models, key=lambda m: (-(self.ratings[m].value or 0.0), self.models.index(m))))
+
+
+def pair_totals(table: BattleTable, counts: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Per pair: the first model's points and the battles, summed over items (weighted by `counts`, one row
+    per resample, when given). Shapes (n_pairs,) or (rows, n_pairs)."""
+    fought = np.isfinite(table.points)
+    points = np.where(fought, table.points, 0.0)
+    if counts is None:
+        return points.sum(axis=0), fought.sum(axis=0).astype(np.float64)
+    return counts @ points, counts @ fought.astype(np.float64)
+
+
+def pair_rows(table: BattleTable) -> BattleRows:
+    first = np.array([i for i, _ in table.pairs], dtype=np.int64)
+    second = np.array([j for _, j in table.pairs], dtype=np.int64)
+    return BattleRows(first, second, np.zeros(first.size))
+
+
+def arena_ratings(table: BattleTable, settings: ArenaSettings = ArenaSettings()) -> ArenaRatings:
+    """The Bradley-Terry ratings of `table` with item-bootstrap intervals (see the module docstring)."""
+    n_models = len(table.models)
+    design = design_matrix(pair_rows(table), n_models)
+    points, battles = pair_totals(table)
+    theta = _fit(design, points, battles)
+    draws = _bootstrap(table, design, theta, settings)
+    undefined = ~np.isfinite(draws).all(axis=1) if draws.size else np.zeros(0, dtype=bool)
+    ratings = elo(theta)
+    intervals = {model: percentile_ci(float(ratings[m]), draws[~undefined, m] if draws.size else draws,
+                                      settings.confidence)
+                 for m, model in enumerate(table.models)}
+    met = {}
+    for p, (i, j) in enumerate(table.pairs):
+        met[(table.models[i], table.models[j])] = met[(table.models[j], table.models[i])] = int(battles[p])
+    return ArenaRatings(
+        models=table.models, ratings=intervals, strengths=theta, win_rates=win_rates(table), battles=met,
+        n_items=len(table.items), n_battles=table.n_battles, n_ties=int((table.points == 0.5).sum()),
+        n_undefined=int(undefined.sum()), settings=settings,
+    )
+
+
+def _fit(design: np.ndarray, points: np.ndarray, battles: np.ndarray, start: np.ndarray | None = None) -> np.ndarray:
+    with np.errstate(invalid="ignore", divide="ignore"):
+        share = np.where(battles > 0, points / battles, 0.0)
+    return fit_strengths(design, share, battles, start)
+
+
+def _bootstrap(table: BattleTable, design: np.ndarray, theta: np.ndarray, settings: ArenaSettings) -> np.ndarray:
+    """(n_resamples, n_models) Elo ratings per resample; NaN rows where some model drew no battle."""
+    if settings.n_resamples < 2:
+        return np.empty((0, len(table.models)))
+    n_models = len(table.models)
+    involved = np.zeros((len(table.pairs), n_models))
+    for p, (i, j) in enumerate(table.pairs):
+        involved[p, [i, j]] = 1.0
+    rows = []
+    for counts in count_blocks(len(table.items), settings.n_resamples, settings.seed):
+        points, battles = pair_totals(table, counts)
+        for b in range(counts.shape[0]):
+            if ((battles[b] @ involved) == 0).any():
+                rows.append(np.full(n_models, np.nan))
+                continue
+            rows.append(elo(_fit(design, points[b], battles[b], theta)))
+    return np.asarray(rows)
+
+
+def order_differences(ratings: ArenaRatings, means: Mapping[str, float], higher_is_better: bool = True
+                      ) -> tuple[tuple[str, str], ...]:
+    """Pairs (a, b) that the mean score puts a above b and the rating b above a (both strictly): the pairs
+    whose order the arena changes."""
+    sign = 1.0 if higher_is_better else -1.0
+    found = []
+    for index, a in enumerate(ratings.models):
+        for b in ratings.models[index + 1:]:
+            if a not in means or b not in means:
+                continue
+            by_mean = np.sign(sign * (means[a] - means[b]))
+            by_rating = np.sign((ratings.ratings[a].value or 0.0) - (ratings.ratings[b].value or 0.0))
+            if by_mean != 0 and by_rating != 0 and by_mean != by_rating:
+                found.append((a, b) if by_mean > 0 else (b, a))
+    return tuple(found)

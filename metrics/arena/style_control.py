@@ -1,0 +1,105 @@
+"""The length-controlled arena: Chatbot Arena's style control with caption length as the style.
+
+Each battle gets a covariate, the normalised length difference d = (words_first - words_second) /
+(words_first + words_second), and the Bradley-Terry regression adds gamma * d / s to the strength difference
+(`bradley_terry`, one row per battle). The models' strengths are then their ratings with length held equal:
+a judge that prefers longer captions puts its preference into gamma, not into the model that writes long.
+s is the root mean square of d over the battles, so gamma is per typical length difference. d is not
+centred: a pair's order in the table (model i before j) is arbitrary, and a shift would favour whichever
+model happens to be listed first; the RMS does not change when a pair is turned round.
+
+Interval: the same item-clustered bootstrap as the raw ratings (items resampled, each resample a weighted
+refit from the full-data estimate); a resample that draws no battle of some model is undefined and counted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from capjudge.metrics.arena.battles import BattleTable
+from capjudge.metrics.arena.bradley_terry import ELO_PER_LOGIT, BattleRows, design_matrix, elo, fit_strengths
+from capjudge.metrics.arena.errors import ArenaError
+from capjudge.metrics.arena.ratings import ArenaSettings
+from capjudge.metrics.arena.resampling import count_blocks, percentile_ci
+from capjudge.metrics.statistics.value_ci import ValueCI
+
+METHOD = (
+    "Length-controlled: the same Bradley-Terry regression with the battle's normalised length difference "
+    "(words_a - words_b) / (words_a + words_b), divided by its root mean square over the battles, as a "
+    "covariate (Chatbot Arena's style control); the ratings are the models' strengths with length held "
+    "equal, gamma the Elo points a typical length difference is worth."
+)
+
+
+@dataclass(frozen=True)
+class StyleControlled:
+    ratings: Mapping[str, ValueCI]  # model -> length-controlled Elo rating
+    gamma: ValueCI  # Elo points per root-mean-square normalised length difference (> 0: longer wins)
+    length_scale: float  # that root mean square
+    n_battles: int
+    n_undefined: int
+    settings: ArenaSettings
+
+    @property
+    def ranking(self) -> tuple[str, ...]:
+        models = tuple(self.ratings)
+        return tuple(sorted(models, key=lambda m: (-(self.ratings[m].value or 0.0), models.index(m))))
+
+
+def length_differences(table: BattleTable, words: Mapping[tuple[str, str], int]) -> np.ndarray:
+    """(n_items, n_pairs) normalised length difference of every battle (NaN where there is no battle); a
+    battle whose caption length is unknown is refused, naming the item and the model."""
+    differences = np.full(table.points.shape, np.nan)
+    for p, (i, j) in enumerate(table.pairs):
+        for row in np.flatnonzero(np.isfinite(table.points[:, p])):
+            item = table.items[row]
+            a, b = (_words(words, item, table.models[k]) for k in (i, j))
+            differences[row, p] = (a - b) / (a + b) if a + b > 0 else 0.0
+    return differences
+
+
+def _words(words: Mapping[tuple[str, str], int], item: str, model: str) -> int:
+    count = words.get((item, model))
+    if count is None:
+        raise ArenaError(f"item {item!r}, model {model!r}: no caption length (its caption is not logged)")
+    if isinstance(count, bool) or not isinstance(count, (int, np.integer)) or count < 0:
+        raise ArenaError(f"item {item!r}, model {model!r}: word count {count!r} is not a whole number >= 0")
+    return int(count)
+
+
+def style_controlled(table: BattleTable, words: Mapping[tuple[str, str], int],
+                     settings: ArenaSettings = ArenaSettings()) -> StyleControlled:
+    differences = length_differences(table, words)
+    item_of, pair_of = np.nonzero(np.isfinite(table.points))
+    d = differences[item_of, pair_of]
+    scale = float(np.sqrt(np.mean(d**2))) if d.size else 0.0
+    if scale == 0.0:
+        raise ArenaError("no battle's two captions differ in length, so a length coefficient is undefined")
+    first = np.array([table.pairs[p][0] for p in pair_of], dtype=np.int64)
+    second = np.array([table.pairs[p][1] for p in pair_of], dtype=np.int64)
+    points = table.points[item_of, pair_of]
+    n_models = len(table.models)
+    design = design_matrix(BattleRows(first, second, points, (d / scale)[:, None]), n_models)
+    estimate = fit_strengths(design, points, np.ones(points.size))
+    draws, n_undefined = [], 0
+    if settings.n_resamples >= 2:
+        for counts in count_blocks(len(table.items), settings.n_resamples, settings.seed):
+            weights = counts[:, item_of]
+            for row in weights:
+                drawn = np.bincount(first, row, n_models) + np.bincount(second, row, n_models)
+                if (drawn == 0).any():
+                    n_undefined += 1
+                    continue
+                draws.append(fit_strengths(design, points, row, estimate))
+    sample = np.asarray(draws).reshape(-1, n_models + 1)
+    ratings = elo(estimate[:n_models])
+    resampled = elo(sample[:, :n_models]) if sample.size else np.empty((0, n_models))
+    return StyleControlled(
+        ratings={model: percentile_ci(float(ratings[m]), resampled[:, m], settings.confidence)
+                 for m, model in enumerate(table.models)},
+        gamma=percentile_ci(float(ELO_PER_LOGIT * estimate[-1]), ELO_PER_LOGIT * sample[:, -1], settings.confidence),
+        length_scale=scale, n_battles=int(points.size), n_undefined=n_undefined, settings=settings,
+    )

@@ -1,0 +1,52 @@
+"""The arena's figure per task, leaderboard_arena_<task>.png: each model's Elo rating with its interval, best
+first (`capjudge.metrics.leaderboard.arena_column` computes them). Written beside the leaderboard's other
+files and linked from leaderboard.md and leaderboard.html (not inlined: the page already shows the same
+numbers in the arena's table)."""
+
+from __future__ import annotations
+
+import io
+
+from capjudge.metrics.arena.bradley_terry import ELO_ANCHOR
+from capjudge.metrics.leaderboard.arena_column import TaskArena
+from capjudge.metrics.leaderboard.length_plot import drawable_names, task_file_names
+from capjudge.metrics.leaderboard.table import Leaderboard
+
+FILE_PREFIX = "leaderboard_arena_"
+
+
+def arena_file_names(board: Leaderboard) -> dict[str, str]:
+    """task -> its arena plot's file name (the task's name made safe, numbered when two would collide)."""
+    return task_file_names(list(board.arenas), FILE_PREFIX)
+
+
+def render_arena_pngs(board: Leaderboard) -> dict[str, bytes]:
+    """file name -> PNG, one per task with an arena."""
+    names = arena_file_names(board)
+    return {names[task]: arena_png(arena) for task, arena in board.arenas.items()}
+
+
+def arena_png(arena: TaskArena) -> bytes:
+    """The models' ratings with their intervals, best first (Agg canvas, no pyplot state)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    ratings = arena.ratings
+    models = list(ratings.ranking)
+    figure = Figure(figsize=(max(4.0, 0.9 * len(models) + 1.5), 3.4), dpi=100, layout="constrained")
+    FigureCanvasAgg(figure)
+    axes = figure.add_subplot(1, 1, 1)
+    values = [ratings.ratings[m].value for m in models]
+    lower = [v - (ratings.ratings[m].ci_low if ratings.ratings[m].ci_low is not None else v) for v, m in zip(values, models)]
+    upper = [(ratings.ratings[m].ci_high if ratings.ratings[m].ci_high is not None else v) - v for v, m in zip(values, models)]
+    positions = list(range(len(models)))
+    axes.errorbar(positions, values, yerr=[lower, upper], fmt="o", capsize=4, color="#2e86c1")
+    axes.axhline(ELO_ANCHOR, color="#999999", linewidth=0.8)
+    labels = drawable_names(models)
+    axes.set_xticks(positions, [labels[m] for m in models], rotation=30, ha="right", fontsize=8, parse_math=False)
+    axes.set_ylabel("Elo (mean model 1000)")
+    axes.set_title(f"Arena {arena.task}: {arena.metric} battles", fontsize=10, parse_math=False)
+    axes.grid(axis="y", alpha=0.3)
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png")
+    return buffer.getvalue()

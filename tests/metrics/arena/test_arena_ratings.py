@@ -1,0 +1,160 @@
+"""The arena's Bradley-Terry ratings (capjudge.metrics.arena), each figure against a direct computation here:
+the ratings against a logistic regression fitted in this file by Newton's method on the battles one by one
+(ties split into half a win each way), the Elo scale against its closed form for two models, the bootstrap
+interval against refits of materialised resamples, the win-rate matrix against counting; and the hostile
+inputs an arena refuses in one line."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from capjudge.metrics.arena.battles import score_battles
+from capjudge.metrics.arena.errors import ArenaError
+from capjudge.metrics.arena.ratings import ArenaSettings, arena_ratings, order_differences
+from capjudge.metrics.arena.resampling import count_blocks
+from capjudge.metrics.statistics.bootstrap import draw_item_indices, item_counts
+
+
+def newton_logistic(x: np.ndarray, y: np.ndarray, w: np.ndarray, iterations: int = 100) -> np.ndarray:
+    """Plain weighted logistic regression, no penalty, by Newton-Raphson (IRLS)."""
+    beta = np.zeros(x.shape[1])
+    for _ in range(iterations):
+        p = 1.0 / (1.0 + np.exp(-(x @ beta)))
+        step = np.linalg.solve((x.T * (w * p * (1 - p))) @ x, x.T @ (w * (y - p)))
+        beta += step
+        if np.abs(step).max() < 1e-12:
+            break
+    return beta
+
+
+def independent_elo(scores: dict[str, dict[str, float]], items: list[str] | None = None) -> dict[str, float]:
+    """Battles one by one as Bernoulli rows (a tie: one half-weighted win each way), model 0 as reference,
+    then Elo = 1000 + 400 / ln 10 * (theta - mean theta)."""
+    models = list(scores)
+    rows, ys, ws = [], [], []
+    keys = items if items is not None else sorted({k for s in scores.values() for k in s})
+    for item in keys:
+        for a in range(len(models)):
+            for b in range(a + 1, len(models)):
+                va, vb = scores[models[a]].get(item), scores[models[b]].get(item)
+                if va is None or vb is None:
+                    continue
+                x = np.zeros(len(models))
+                x[a], x[b] = 1.0, -1.0
+                outcomes = [(1.0, 1.0)] if va > vb else [(0.0, 1.0)] if va < vb else [(1.0, 0.5), (0.0, 0.5)]
+                for y, w in outcomes:
+                    rows.append(x[1:])
+                    ys.append(y)
+                    ws.append(w)
+    beta = np.concatenate([[0.0], newton_logistic(np.array(rows), np.array(ys), np.array(ws))])
+    return dict(zip(models, 1000 + 400 / math.log(10) * (beta - beta.mean())))
+
+
+def _random_scores(seed: int, n_items: int, means: dict[str, float]) -> dict[str, dict[str, float]]:
+    rng = np.random.default_rng(seed)
+    return {model: {f"item{k}": float(v) for k, v in enumerate(np.round(rng.normal(mu, 1.5, n_items)))}
+            for model, mu in means.items()}
+
+
+def test_ratings_equal_an_independent_logistic_regression_on_the_battles():
+    scores = _random_scores(3, 300, {"a": 5.0, "b": 5.6, "c": 6.1, "d": 4.2})
+    del scores["d"]["item7"], scores["b"]["item11"]  # unjudged items: in none of that model's battles
+    fitted = arena_ratings(score_battles(scores), ArenaSettings(n_resamples=0))
+    expected = independent_elo(scores)
+    assert fitted.n_ties > 0  # equal rounded scores: the half-win rule is exercised
+    for model, value in expected.items():
+        assert fitted.ratings[model].value == pytest.approx(value, abs=0.01)
+    assert np.mean([fitted.ratings[m].value for m in scores]) == pytest.approx(1000.0, abs=1e-6)
+    assert fitted.ranking == tuple(sorted(expected, key=lambda m: -expected[m]))
+
+
+def test_two_models_are_400_elo_apart_at_ten_to_one():
+    # a wins 10 battles of 11: the MLE odds are 10:1, which the Elo scale puts 400 points apart.
+    scores = {"a": {f"i{k}": 1.0 if k < 10 else 0.0 for k in range(11)}, "b": {f"i{k}": 0.5 for k in range(11)}}
+    fitted = arena_ratings(score_battles(scores), ArenaSettings(n_resamples=0))
+    assert fitted.ratings["a"].value - fitted.ratings["b"].value == pytest.approx(400.0, abs=0.01)
+    assert fitted.ratings["a"].value + fitted.ratings["b"].value == pytest.approx(2000.0, abs=1e-6)
+
+
+def test_the_bootstrap_interval_is_the_percentile_of_refits_of_materialised_item_resamples():
+    scores = _random_scores(5, 40, {"a": 5.0, "b": 5.5, "c": 6.0})
+    table = score_battles(scores)
+    settings = ArenaSettings(n_resamples=60, seed=11)
+    fitted = arena_ratings(table, settings)
+    indices = draw_item_indices(len(table.items), 60, np.random.default_rng(11))
+    draws = []
+    for row in indices:
+        # a resample as repetition: item k drawn twice is two items
+        picked = [table.items[k] for k in row]
+        repeated = {m: {f"{item}~{n}": scores[m][item] for n, item in enumerate(picked)} for m in scores}
+        draws.append(independent_elo(repeated))
+    for model in scores:
+        low, high = np.percentile([d[model] for d in draws], [2.5, 97.5])
+        assert fitted.ratings[model].ci_low == pytest.approx(low, abs=0.02)
+        assert fitted.ratings[model].ci_high == pytest.approx(high, abs=0.02)
+    assert fitted.n_undefined == 0
+
+
+def test_resample_blocks_are_the_project_draws_whatever_the_block_size():
+    blocks = np.concatenate(list(count_blocks(7, 25, seed=4)))
+    assert np.array_equal(blocks, item_counts(7, draw_item_indices(7, 25, np.random.default_rng(4))))
+    big = np.concatenate(list(count_blocks(300_000, 9, seed=4)))  # several blocks of rows
+    assert np.array_equal(big, item_counts(300_000, draw_item_indices(300_000, 9, np.random.default_rng(4))))
+
+
+def test_win_rates_and_battle_counts_are_counted_with_ties_as_half():
+    scores = {"a": {"1": 3, "2": 2, "3": 2, "4": 1}, "b": {"1": 1, "2": 2, "3": 5}, "c": {"1": 0, "4": 7}}
+    fitted = arena_ratings(score_battles(scores), ArenaSettings(n_resamples=0))
+    assert fitted.win_rates[("a", "b")] == pytest.approx((1 + 0.5 + 0) / 3)
+    assert fitted.win_rates[("b", "a")] == pytest.approx(1 - (1 + 0.5 + 0) / 3)
+    assert fitted.win_rates[("a", "c")] == pytest.approx(0.5)
+    assert fitted.win_rates[("b", "c")] == pytest.approx(1.0)
+    assert fitted.battles[("a", "b")] == 3 and fitted.battles[("b", "c")] == 1 and fitted.battles[("c", "a")] == 2
+    assert fitted.n_battles == 6 and fitted.n_ties == 1
+
+
+def test_the_tie_margin_turns_close_scores_into_ties():
+    scores = {"a": {"1": 70.0, "2": 71.0, "3": 80.0}, "b": {"1": 69.5, "2": 72.0, "3": 60.0}}
+    strict = score_battles(scores)
+    lenient = score_battles(scores, margin=1.0)
+    assert strict.points[:, 0].tolist() == [1.0, 0.0, 1.0]
+    assert lenient.points[:, 0].tolist() == [0.5, 0.5, 1.0]
+    lower = score_battles(scores, higher_is_better=False)
+    assert lower.points[:, 0].tolist() == [0.0, 1.0, 0.0]
+
+
+def test_pairs_whose_order_differs_from_the_mean_score_ranking_are_named():
+    # a: one big win and two losses against b; its mean is higher, its battles fewer.
+    scores = {"a": {"1": 100.0, "2": 30.0, "3": 30.0}, "b": {"1": 40.0, "2": 40.0, "3": 40.0},
+              "c": {"1": 10.0, "2": 10.0, "3": 10.0}}
+    fitted = arena_ratings(score_battles(scores), ArenaSettings(n_resamples=0))
+    means = {m: float(np.mean(list(v.values()))) for m, v in scores.items()}
+    assert fitted.ratings["b"].value > fitted.ratings["a"].value
+    assert order_differences(fitted, means) == (("a", "b"),)
+    assert order_differences(fitted, {"a": 1.0, "b": 2.0, "c": 0.0}) == ()
+
+
+@pytest.mark.parametrize("scores, margin, message", [
+    ({"a": {"1": 1.0}}, 0.0, "at least two models, got 1 ('a')"),
+    ({"a": {"1": 1.0}, "b": {"2": 1.0}}, 0.0, "share no items"),
+    ({"a": {"1": float("nan")}, "b": {"1": 1.0}}, 0.0, "model 'a', item '1': score nan is not a finite number"),
+    ({"a": {"1": float("inf")}, "b": {"1": 1.0}}, 0.0, "score inf is not a finite number"),
+    ({"a": {"1": "7"}, "b": {"1": 1.0}}, 0.0, "score '7' is not a finite number"),
+    ({"a": {"1": 1.0, "2": 1.0}, "b": {"1": 2.0}, "c": {"2": 2.0}, "d": {"3": 1.0}, "e": {"3": 2.0}}, 0.0,
+     "no battle links ['a', 'b', 'c'] and ['d', 'e']"),
+    ({"a": {"1": 1.0}, "b": {"1": 2.0}}, -1.0, "tie margin must be a finite number >= 0, got -1.0"),
+])
+def test_hostile_scores_are_one_line_arena_errors(scores, margin, message):
+    with pytest.raises(ArenaError) as raised:
+        score_battles(scores, margin=margin)
+    assert message in str(raised.value) and "\n" not in str(raised.value)
+
+
+def test_a_model_that_wins_every_battle_gets_a_finite_rating():
+    scores = {"a": {str(k): 2.0 for k in range(20)}, "b": {str(k): 1.0 for k in range(20)},
+              "c": {str(k): float(k % 2) for k in range(20)}}
+    fitted = arena_ratings(score_battles(scores), ArenaSettings(n_resamples=20))
+    assert all(math.isfinite(fitted.ratings[m].value) for m in scores)
+    assert fitted.ranking[0] == "a"
