@@ -88,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
     from capjudge.tasks.harness.sources import DatasetError
     from capjudge.tasks.runs.judging.estimate import EstimateError
     from capjudge.tasks.runs.judging.stage import JudgeStageError
-    from capjudge.tasks.runs.arena.sources import ArenaError
+    from capjudge.tasks.runs.arena.sources import ArenaInputError
 
     try:
         if args.dry_run:
@@ -97,11 +97,11 @@ def run(args: argparse.Namespace) -> int:
                 raise EstimateError(f"--output-tokens must be a number >= 0, got {args.output_tokens}")
             return _dry_run(args, prices)
         if args.price_input or args.price_output:
-            raise ArenaError("--price-input and --price-output go with --dry-run")
+            raise ArenaInputError("--price-input and --price-output go with --dry-run")
         if args.out is None:
-            raise ArenaError("--out is required: the verdicts (both orders, with the replies) are written there")
+            raise ArenaInputError("--out is required: the verdicts (both orders, with the replies) are written there")
         return _judge(args, writable_folder(args.out))
-    except (ArenaError, JudgeStageError, ConfigError, DatasetError, CaptionsFileError, OutputError, EstimateError,
+    except (ArenaInputError, JudgeStageError, ConfigError, DatasetError, CaptionsFileError, OutputError, EstimateError,
             BudgetFileError) as error:
         print(f"capjudge arena: {error}", file=sys.stderr)
         return 2

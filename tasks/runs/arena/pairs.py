@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from capjudge.tasks.runs.arena.sources import ArenaError, ModelCaptions
+from capjudge.tasks.runs.arena.sources import ArenaInputError, ModelCaptions
 
 
 @dataclass(frozen=True)
@@ -42,17 +42,17 @@ def choose_anchors(models: Sequence[ModelCaptions], named: Sequence[str], count:
 
     names = [model.name for model in models]
     if named and count is not None:
-        raise ArenaError("give --anchor NAME (repeatable) or --anchors K, not both")
+        raise ArenaInputError("give --anchor NAME (repeatable) or --anchors K, not both")
     if named:
         unknown = [name for name in named if name not in names]
         if unknown:
-            raise ArenaError(f"--anchor {unknown[0]!r}: no caption source is named so (the models: {', '.join(names)})")
+            raise ArenaInputError(f"--anchor {unknown[0]!r}: no caption source is named so (the models: {', '.join(names)})")
         if len(set(named)) != len(named):
-            raise ArenaError(f"--anchor {sorted(n for n in named if named.count(n) > 1)[0]!r} given twice")
+            raise ArenaInputError(f"--anchor {sorted(n for n in named if named.count(n) > 1)[0]!r} given twice")
         chosen = set(named)
     elif count is not None:
         if not 1 <= count < len(names):
-            raise ArenaError(f"--anchors {count}: give from 1 to {len(names) - 1} (fewer than the {len(names)} models; "
+            raise ArenaInputError(f"--anchors {count}: give from 1 to {len(names) - 1} (fewer than the {len(names)} models; "
                              "leave it out for every pair)")
         chosen = {names[i] for i in np.random.default_rng(seed).choice(len(names), size=count, replace=False)}
     else:
@@ -79,5 +79,5 @@ def plan_pairs(task: Any, models: Sequence[ModelCaptions], anchors: Sequence[str
         pairs += [PlannedPair(doc, item_id, cluster_of(doc), a.name, b.name, a.captions[item_id], b.captions[item_id])
                   for a, b in chosen]
     if not pairs:
-        raise ArenaError("no pair to judge: no item has captions from an anchor and another model")
+        raise ArenaInputError("no pair to judge: no item has captions from an anchor and another model")
     return pairs

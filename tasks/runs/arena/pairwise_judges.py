@@ -17,7 +17,7 @@ from capjudge.judges.client.observed import ObservedClient
 from capjudge.judges.gveval import pairwise as gveval_pairwise
 from capjudge.judges.pairwise.verdicts import PairwiseResult
 from capjudge.judges.types import BAD_INPUT, BadInput, ParseFailure, Usage
-from capjudge.tasks.runs.arena.sources import ArenaError
+from capjudge.tasks.runs.arena.sources import ArenaInputError
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +68,7 @@ class GVEvalPairwise(PairwiseJudge):
     def __init__(self, settings: Any):
         super().__init__(settings)
         if settings.mode not in gveval_pairwise.PAIRWISE_MODES:
-            raise ArenaError(f"G-VEval mode {settings.mode!r} (CAPJUDGE_GVEVAL_MODE or the task's metadata) has no "
+            raise ArenaInputError(f"G-VEval mode {settings.mode!r} (CAPJUDGE_GVEVAL_MODE or the task's metadata) has no "
                              f"pairwise prompt: the arena shows the frames ({' or '.join(gveval_pairwise.PAIRWISE_MODES)})")
 
     def judge(self, doc: Mapping[str, Any], first: str, second: str, client: Any) -> PairwiseResult:
@@ -129,14 +129,14 @@ class AnyCapPairwise(PairwiseJudge):
 
 
 def pairwise_judge_for(task: Any) -> PairwiseJudge:
-    """The pairwise judge of a judged task's judge, bound to its settings; an ArenaError for a judge without one."""
+    """The pairwise judge of a judged task's judge, bound to its settings; an ArenaInputError for a judge without one."""
     from capjudge.tasks.harness.anycap_task import AnyCapTask
     from capjudge.tasks.harness.gveval_task import GVEvalTask
 
     for task_class, judge_class in ((GVEvalTask, GVEvalPairwise), (AnyCapTask, AnyCapPairwise)):
         if isinstance(task, task_class):
             return judge_class(task.settings())
-    raise ArenaError(f"task {task.config.task!r}: its judge ({task.settings().judge_name}) has no pairwise prompt "
+    raise ArenaInputError(f"task {task.config.task!r}: its judge ({task.settings().judge_name}) has no pairwise prompt "
                      "(the arena has G-VEval's and AnyCap's)")
 
 

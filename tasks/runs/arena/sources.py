@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 
-class ArenaError(ValueError):
+class ArenaInputError(ValueError):
     """The arena cannot be run as asked; the message names the flag, file or item."""
 
 
@@ -34,7 +34,7 @@ def read_sources(task: Any, task_name: str, runs: Sequence[Path], captions: Sequ
 
     given = [(run, None) for run in runs] + [(None, file) for file in captions]
     if len(given) < 2:
-        raise ArenaError(f"an arena needs at least two caption sources (RUN or --captions FILE), got {len(given)}: "
+        raise ArenaInputError(f"an arena needs at least two caption sources (RUN or --captions FILE), got {len(given)}: "
                          "a battle is between two models")
     docs = list(task.eval_docs)
     models: list[ModelCaptions] = []
@@ -42,15 +42,15 @@ def read_sources(task: Any, task_name: str, runs: Sequence[Path], captions: Sequ
         source = caption_source(run, file, task_name, None)
         by_item = _captions_of(source, docs, task)
         if not by_item:
-            raise ArenaError(f"{source.description}: holds no caption of any item of task {task_name!r}")
+            raise ArenaInputError(f"{source.description}: holds no caption of any item of task {task_name!r}")
         clash = next((model for model in models if model.name == source.model_name), None)
         if clash is not None:
-            raise ArenaError(f"{source.description} and {clash.description} are both named {source.model_name!r}: "
+            raise ArenaInputError(f"{source.description} and {clash.description} are both named {source.model_name!r}: "
                              "each caption source must be a model of its own (rename a captions file, or give the "
                              "run another model_name)")
         models.append(ModelCaptions(source.model_name, source.description, by_item))
     if not any(sum(doc_id in model.captions for model in models) >= 2 for doc_id in (str(d.get("id")) for d in docs)):
-        raise ArenaError(f"no item of task {task_name!r} has captions from two sources: "
+        raise ArenaInputError(f"no item of task {task_name!r} has captions from two sources: "
                          + "; ".join(f"{model.name}: {len(model.captions)} items" for model in models))
     return tuple(models)
 

@@ -50,6 +50,7 @@ def test_every_integer_flag_of_every_command_has_a_stated_bound():
 PAST_THE_BOUND = [
     (("vatex", ABSENT), "--resamples", "10001", "10,000"),
     (("vatex", ABSENT), "--seed", str(2**32), "4,294,967,295"),
+    (("vatex", ABSENT), "--pairs-per-clip", "16", "15"),
     (("correlate", ABSENT, "--judge", "j", "--human", "h"), "--bootstrap", "10001", "10,000"),
     (("correlate", ABSENT, "--judge", "j", "--human", "h"), "--seed", str(2**32), "4,294,967,295"),
     (("correlate", ABSENT, "--judge", "j", "--human", "h"), "--human-index", "1001", "1,000"),
@@ -68,6 +69,9 @@ PAST_THE_BOUND = [
     (("sensitivity", ABSENT, "--task", "gveval", "--out", ABSENT), "--seed", str(2**32), "4,294,967,295"),
     (("sensitivity", ABSENT, "--task", "gveval", "--out", ABSENT), "--resamples", "10001", "10,000"),
     (("demo", "--out", ABSENT), "--limit", "1000001", "1,000,000"),
+    (("arena", ABSENT, ABSENT, "--task", "gveval_demo", "--out", ABSENT), "--limit", "1000001", "1,000,000"),
+    (("arena", ABSENT, ABSENT, "--task", "gveval_demo", "--out", ABSENT), "--seed", str(2**32), "4,294,967,295"),
+    (("arena", ABSENT, ABSENT, "--task", "gveval_demo", "--out", ABSENT), "--anchors", "101", "100"),
     (("render", "anycap", "--caption-type", "brief", "--output", "a", "--reference", "b", "--out", ABSENT),
      "--max-tokens", "1000001", "1,000,000"),
     (("serve-local",), "--port", "65536", "65,535"),
