@@ -127,10 +127,12 @@ def _section(board: Leaderboard, task: str) -> TaskSection:
             main.append(_length_column(control, main_column, rows, board))
         main.append(_difference_column(main_column, rows, board))
         main.append(DisplayColumn("p (Holm)", tuple(p_cell(row.comparison_for(main_column)) for row in rows)))
-        if task in board.arenas:  # the arena's ranking beside the mean's (arena_cells)
-            main.append(arena_column(board.arenas[task], rows, board.settings.confidence))
         if any(row.estimates[main_column.key].replies > 1 for row in rows):
             main.append(DisplayColumn("Judge noise", tuple(noise_cell(row.estimates[main_column.key]) for row in rows)))
+        # The arena's ranking beside the mean's (arena_cells), last of the mean's columns: where a table must be
+        # split to fit, the mean's own figures stay together in the first part.
+        if task in board.arenas:
+            main.append(arena_column(board.arenas[task], rows, board.settings.confidence))
     item_counts = {row.n_items.get(task) for row in rows}
     if len(item_counts) > 1 or None in item_counts:
         main.append(DisplayColumn("Items", tuple(count_cell(row.n_items.get(task)) for row in rows)))

@@ -71,7 +71,7 @@ def runs(tmp_path_factory):
 
 def _section(markdown: str) -> str:
     """The `### Judge panel` part of the task's section."""
-    return markdown.split("### Judge panel", 1)[1].split("\n## ", 1)[0]
+    return markdown.split("### Judge panel", 1)[1].split("\n## ", 1)[0].split("\n### ", 1)[0]
 
 
 def _tables(text: str) -> dict[str, dict[str, str]]:

@@ -37,7 +37,9 @@ def test_malformed_replies_are_re_asked_and_a_judge_that_never_answers_is_counte
         assert len(server.log) == 12 + 2
         assert _row(done.stdout, "judge") == "| judge | 6 | 6 | 6 | 0 | 14 | 0 |"
         _, records = read_arena_file(tmp_path / "out" / f"arena_{TASK}.jsonl")
-        assert sorted(o.requests for r in records for o in (r.a_first, r.b_first)) == [1] * 10 + [2, 2]
+        # The two malformed replies go to whichever orders asked first: two orders re-asked once, or (with the
+        # client's concurrency) one order re-asked twice. Either way each is re-asked, none is a verdict.
+        assert sorted(o.requests for r in records for o in (r.a_first, r.b_first)) in ([1] * 10 + [2, 2], [1] * 11 + [3])
 
         # A judge whose every reply is unreadable: max_tries (3) requests per order, every order failed with its
         # kind, no verdict made up; above the failure rate: exit 3, the file written first.
