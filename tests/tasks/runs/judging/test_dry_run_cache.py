@@ -3,13 +3,12 @@
 "left" count is what the real run then sends, counted at the test server. The cache is only read: a missing file
 stays missing, and one that is no usable cache is one line, exit 2.
 
-Through the real CLI in a fresh interpreter (warm=False, PYTHONPATH kept), so the code under test is what runs.
+Through the real CLI (the warm launcher, as the other CLI tests).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
 import sqlite3
 
@@ -29,14 +28,11 @@ def world():
 
 
 def _env(tmp_path, server, **extra: str) -> dict[str, str]:
-    env = {**judge_env(tmp_path, server, "fair"), **extra}
-    if os.environ.get("PYTHONPATH"):  # a worktree's shim: the subprocess imports the code under test
-        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
-    return env
+    return {**judge_env(tmp_path, server, "fair"), **extra}
 
 
 def _cli(args, env):
-    return run_capjudge_cli([str(arg) for arg in args], env=env, cwd=REPO_ROOT, warm=False)
+    return run_capjudge_cli([str(arg) for arg in args], env=env, cwd=REPO_ROOT)
 
 
 def _sensitivity(tmp_path, env, limit: int, *extra: str):
