@@ -269,14 +269,12 @@ def test_lmms_eval_runs_a_demo_task_and_the_group_and_the_leaderboard_reads_it(i
         lmms_eval = [installed.python, "-m", "lmms_eval", "--model", "captions_file", "--model_args",
                      f"path={captions},model_name=good", "--include_path", tasks_folder, "--limit", str(LIMIT),
                      "--log_samples", "--verbosity", "WARNING"]
-        installed.run(*lmms_eval, "--tasks", "gveval_demo", "--output_path", tmp_path / "single", env=env)
-        (single,) = (tmp_path / "single").rglob("*_results.json")
-        single_results = json.loads(single.read_text(encoding="utf-8"))
-        assert single_results["results"]["gveval_demo"]["judged,none"] == LIMIT
-        # Both demo tasks as one lmms-eval group.
+        # Both demo tasks as one lmms-eval group (a task alone is what the checkout's
+        # lmms-eval tests run; one launch of lmms-eval from the wheel is the costly part here).
         installed.run(*lmms_eval, "--tasks", "capjudge_demo", "--output_path", tmp_path / "group", env=env)
     (group,) = (tmp_path / "group").rglob("*_results.json")
     results = json.loads(group.read_text(encoding="utf-8"))
+    assert results["results"]["gveval_demo"]["judged,none"] == LIMIT
     assert results["group_subtasks"] == {"capjudge_demo": list(DEMO_TASKS)}
     assert set(results["results"]) == {"capjudge_demo", *DEMO_TASKS}
     assert {task: results["results"][task]["judged,none"] for task in DEMO_TASKS} == dict.fromkeys(DEMO_TASKS, LIMIT)
