@@ -1,0 +1,178 @@
+"""The arena report of a verdict file (issue #49 items 3 and 6's statistics; capjudge.metrics.arena.verdict_*),
+through the real CLI and the test server with the scripted pairwise judges of known behaviour
+(tests/support/scripted_pairwise_judges.py), each judged once per module and read by every test:
+
+- always-first: position consistency 0, preference fairness -1 (the first-position extreme), every verdict
+  flipped, every pair a position-inconsistent tie, so every model at 1000;
+- fair: consistency 1, fairness 0, no flip, and the Bradley-Terry ranking equal to a logistic regression
+  fitted here on the same battles (numpy, Newton's method);
+- length-loving: its raw ranking puts the shorter-writing fair set below poor; the length-controlled ranking
+  takes that preference away.
+Each figure is checked against a count made here from the records, not through capjudge's statistics.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+from tests.support.arena_runs import arena, caption_flags
+from tests.support.harness_runs import judge_server
+from tests.support.scripted_pairwise_judges import GVEVAL_DIMENSIONS, PairwiseWorld
+
+from capjudge.judges.pairwise.record import read_arena_file
+from capjudge.metrics.arena.bradley_terry import RIDGE
+
+pytestmark = pytest.mark.slow
+TASK = "gveval_demo"
+MODELS = ("captions_good", "captions_fair", "captions_poor")
+
+
+class Judged:
+    """One scripted judge's arena over the demo's three caption sets: the run, its rerun, the files."""
+
+    def __init__(self, root, world, judge: str) -> None:
+        self.out = root / "out"
+        with judge_server(responder=world.respond) as server:
+            self.done = arena(root, server, judge, "--task", TASK, *caption_flags(), "--out", str(self.out))
+            self.requests = len(server.log)
+            server.log.clear()
+            self.again = arena(root, server, judge, "--task", TASK, *caption_flags(), "--out", str(self.out),
+                               "--format", "json")
+            self.rerun_requests = len(server.log)
+        assert self.done.returncode == 0, self.done.stderr[-3000:]
+        assert self.again.returncode == 0, self.again.stderr[-3000:]
+        self.verdicts = self.out / f"arena_{TASK}.jsonl"
+        self.header, self.records = read_arena_file(self.verdicts)
+        self.report = json.loads((self.out / f"arena_{TASK}.json").read_text(encoding="utf-8"))
+        self.markdown = (self.out / f"arena_{TASK}.md").read_text(encoding="utf-8")
+        self.member = self.report["judges"][0]
+
+
+@pytest.fixture(scope="module")
+def judged(tmp_path_factory):
+    world, made = PairwiseWorld(), {}
+
+    def judged_by(judge: str) -> Judged:
+        if judge not in made:
+            made[judge] = Judged(tmp_path_factory.mktemp(judge), world, judge)
+        return made[judge]
+
+    return judged_by
+
+
+def _counted(records, dimension="overall"):
+    """Consistent, primacy, recency, flipped, counted from the records by position (b_first swapped back)."""
+    swap = {"A": "B", "B": "A", "tie": "tie"}
+    positions = [(r.a_first.verdicts[dimension], swap[r.b_first.verdicts[dimension]]) for r in records
+                 if r.a_first.ok and r.b_first.ok]
+    consistent = sum(p in {("A", "B"), ("B", "A"), ("tie", "tie")} for p in positions)
+    primacy = sum(p in {("A", "A"), ("A", "tie"), ("tie", "A")} for p in positions)
+    recency = sum(p in {("B", "B"), ("B", "tie"), ("tie", "B")} for p in positions)
+    flipped = sum(p in {("A", "A"), ("B", "B")} for p in positions)
+    return len(positions), consistent, primacy, recency, flipped
+
+
+def _ridge_logistic_elo(records) -> dict[str, float]:
+    """The battles one by one (a consistent pair won as both orders say, a tie half a win each way; an
+    inconsistent pair a tie), fitted by a logistic regression with scikit-learn's C = 1e6 penalty (what
+    keeps a model that wins every battle finite), by damped Newton here; Elo = 1000 + 400/ln10 (theta - mean)."""
+    rows, ys, ws = [], [], []
+    for r in records:
+        x = np.zeros(len(MODELS))
+        x[MODELS.index(r.model_a)], x[MODELS.index(r.model_b)] = 1.0, -1.0
+        a, b = r.a_first.verdicts["overall"], r.b_first.verdicts["overall"]
+        outcome = (1.0 if a == "A" else 0.0) if a == b and a != "tie" else 0.5
+        for y, w in ((1.0, outcome), (0.0, 1.0 - outcome)):
+            if w:
+                rows.append(x), ys.append(y), ws.append(w)
+    x, y, w = np.array(rows), np.array(ys), np.array(ws)
+
+    def loss(theta):
+        z = x @ theta
+        return float(np.sum(w * np.logaddexp(0, -z) * y + w * np.logaddexp(0, z) * (1 - y)) + 0.5 * RIDGE * theta @ theta)
+
+    theta = np.zeros(len(MODELS))
+    for _ in range(500):
+        p = 1 / (1 + np.exp(-(x @ theta)))
+        gradient = -x.T @ (w * (y - p)) + RIDGE * theta
+        step = np.linalg.solve((x.T * (w * p * (1 - p))) @ x + RIDGE * np.eye(len(MODELS)), gradient)
+        scale = 1.0
+        while loss(theta - scale * step) > loss(theta) and scale > 1e-8:
+            scale /= 2
+        theta = theta - scale * step
+        if np.abs(gradient).max() < 1e-12:
+            break
+    elo = 1000 + 400 / math.log(10) * (theta - theta.mean())
+    return dict(zip(MODELS, elo))
+
+
+def test_an_always_first_judge_is_named_at_the_first_position_extreme(judged):
+    run = judged("first")
+    assert run.requests == 60 and run.rerun_requests == 0  # the rerun asks nothing and reports the same
+    n, consistent, primacy, recency, flipped = _counted(run.records)
+    assert (n, consistent, primacy, recency, flipped) == (30, 0, 30, 0, 30)
+    for dimension in ("overall", *GVEVAL_DIMENSIONS[:-1]):
+        bias = run.member["position_bias"][dimension]
+        assert bias["position_consistency"] == {"value": 0.0, "ci_low": 0.0, "ci_high": 0.0}
+        assert bias["preference_fairness"] == {"value": -1.0, "ci_low": -1.0, "ci_high": -1.0}
+        assert bias["order_flipped_share"] == {"value": 1.0, "ci_low": 1.0, "ci_high": 1.0}
+        assert (bias["pairs"], bias["primacy_preferred"], bias["order_flipped"]) == (30, 30, 30)
+    ranking = run.member["ranking"]["overall"]
+    # Every verdict flipped: every pair a position-inconsistent tie, said, and no model ahead of another.
+    assert (ranking["battles"], ranking["ties"], ranking["position_inconsistent_ties"], ranking["order_flipped"]) \
+        == (30, 30, 30, 30)
+    assert all(abs(e["value"] - 1000.0) < 1e-6 for e in ranking["elo"].values())
+    assert "| judge | overall | 30 | 0 | 0.00 [0.00, 0.00] | -1.00 [-1.00, -1.00] | 1.00 [1.00, 1.00] | 30 |" \
+        in run.done.stdout
+    assert "30 position-inconsistent pairs counted as ties (30 of them flipped the winner)" in run.markdown
+    # --format json prints the same report as the file, under "report", beside the summary.
+    printed = json.loads(run.again.stdout)
+    assert printed["report"] == run.report and printed["judges"][0]["requests"] == 0
+    assert run.markdown.splitlines()[0] == f"<!-- capjudge arena report, run {run.header.stamp} -->"
+    assert (run.out / f"arena_{TASK}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_fair_judge_is_consistent_and_its_ranking_is_an_independent_logistic_fit(judged):
+    run = judged("fair")
+    assert _counted(run.records) == (30, 30, 0, 0, 0)
+    bias = run.member["position_bias"]["overall"]
+    assert bias["position_consistency"] == {"value": 1.0, "ci_low": 1.0, "ci_high": 1.0}
+    assert bias["preference_fairness"] == {"value": 0.0, "ci_low": 0.0, "ci_high": 0.0}
+    assert bias["order_flipped_share"]["value"] == 0.0
+    ranking = run.member["ranking"]["overall"]
+    assert ranking["ranking"] == list(MODELS) and ranking["position_inconsistent_ties"] == 0
+    expected = _ridge_logistic_elo(run.records)
+    for model in MODELS:
+        assert ranking["elo"][model]["value"] == pytest.approx(expected[model], abs=0.5)
+        low, high = ranking["elo"][model]["ci_low"], ranking["elo"][model]["ci_high"]
+        assert low <= ranking["elo"][model]["value"] <= high
+    # The scripted judge says the same on every dimension: every dimension's ranking is the overall one.
+    assert all(run.member["ranking"][d]["elo"] == ranking["elo"] for d in GVEVAL_DIMENSIONS[:-1])
+
+
+def test_the_length_controlled_ranking_takes_away_a_length_loving_judges_preference(judged):
+    run, fair = judged("long"), judged("fair")
+    assert _counted(run.records)[1:] == (30, 0, 0, 0)  # consistent: its bias is for length, not position
+    raw = run.member["ranking"]["overall"]
+    controlled = run.member["length_controlled"]
+    fair_ranking = fair.member["ranking"]["overall"]["ranking"]
+    # Raw: the length-lover ranks poor (longer captions) above fair, unlike the fair judge.
+    assert raw["ranking"] != fair_ranking and raw["ranking"][0] == "captions_good"
+    assert raw["elo"]["captions_poor"]["value"] - raw["elo"]["captions_fair"]["value"] > 50
+    # Length held equal: good still first, and the preference for poor's length is gone (on the demo every
+    # verdict of this judge is its length, so fair and poor end tied: nothing else tells them apart).
+    assert controlled["ranking"][0] == "captions_good"
+    assert abs(controlled["elo"]["captions_poor"]["value"] - controlled["elo"]["captions_fair"]["value"]) < 1.0
+    gamma = controlled["gamma_elo_per_rms_length_difference"]
+    assert gamma["value"] > 0 and gamma["ci_low"] > 0  # the longer caption wins, and the fit says so
+
+
+def _one_line(done, prefix="capjudge report: "):
+    assert done.returncode == 2, (done.returncode, done.stdout[-2000:], done.stderr[-3000:])
+    assert "Traceback" not in done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith(prefix), lines
+    return lines[0]
