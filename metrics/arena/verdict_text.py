@@ -111,7 +111,7 @@ def _bias_rows(member: MemberReport) -> list[str]:
 
 def _ranking_lines(member: MemberReport, confidence: float) -> list[str]:
     overall = member.overall
-    lines = [f"### {_escape(member.member)} ({_escape(member.judge_model)})", ""]
+    lines = [f"#### {_escape(member.member)} ({_escape(member.judge_model)})", ""]
     if overall.ratings is None:
         return lines + [f"No ranking: {_escape(overall.no_ratings)}", ""]
     ratings: ArenaRatings = overall.ratings

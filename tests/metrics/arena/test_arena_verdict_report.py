@@ -176,3 +176,107 @@ def _one_line(done, prefix="capjudge report: "):
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith(prefix), lines
     return lines[0]
+
+
+def _report(root, *args, judge_env=None):
+    """`capjudge report ARGS` with no judge configured (no key, no endpoint, no model), or with `judge_env`."""
+    from tests.support.harness_runs import run_capjudge_cli
+    from tests.support.paths import REPO_ROOT
+
+    env = judge_env or {"PATH": "/usr/bin:/bin", "HOME": str(root), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+    return run_capjudge_cli(["report", *map(str, args)], env=env, cwd=REPO_ROOT)
+
+
+def test_report_arena_recomputes_the_same_report_from_the_file_with_or_without_a_judge(judged, tmp_path):
+    from tests.support.scripted_caption_judges import judge_env
+
+    run = judged("first")
+    alone = _report(tmp_path, "--arena", run.verdicts, "--out", tmp_path / "alone")
+    assert alone.returncode == 0, alone.stderr[-3000:]
+    for suffix in (".md", ".json", ".html"):
+        assert (tmp_path / "alone" / f"arena_{TASK}{suffix}").read_bytes() == \
+               (run.out / f"arena_{TASK}{suffix}").read_bytes(), suffix
+    assert "30 battles x 1 judges, 30 position-inconsistent" in alone.stdout
+    assert "| judge | overall | 30 | 0 | 0.00 [0.00, 0.00] | -1.00 [-1.00, -1.00]" in alone.stdout
+    # With a judge configured (the test server's, a key, a model): still nothing is asked of it.
+    with judge_server() as server:
+        configured = _report(tmp_path, "--arena", run.verdicts, "--out", tmp_path / "configured",
+                             judge_env=judge_env(tmp_path, server, "first"))
+        assert configured.returncode == 0, configured.stderr[-3000:]
+        assert server.log == []
+    assert (tmp_path / "configured" / f"arena_{TASK}.json").read_bytes() == (run.out / f"arena_{TASK}.json").read_bytes()
+    # A rerun replaces its own files; into the verdict file's own folder it replaces capjudge arena's (same run).
+    assert _report(tmp_path, "--arena", run.verdicts, "--out", tmp_path / "alone").returncode == 0
+    assert _report(tmp_path, "--arena", run.verdicts, "--out", run.out).returncode == 0
+
+
+def _rewritten(source, target, edit_body=None, edit_header=None):
+    """The verdict file with its record lines edited, the header's records hash made to match again (so that
+    what is refused is the edit itself, not the hash)."""
+    import hashlib
+
+    first, _, body = source.read_text(encoding="utf-8").partition("\n")
+    body = edit_body(body) if edit_body else body
+    header = json.loads(first)
+    header["records_sha256"] = hashlib.sha256(body.encode("utf-8")).hexdigest()
+    line = json.dumps(header)
+    target.write_text((edit_header(line) if edit_header else line) + "\n" + body, encoding="utf-8")
+    return target
+
+
+def test_hostile_verdict_files_are_one_line_and_exit_2(judged, tmp_path):
+    run = judged("first")
+    text = run.verdicts.read_text(encoding="utf-8")
+    edited = tmp_path / "edited.jsonl"
+    edited.write_text(text.replace('"overall": "A"', '"overall": "B"', 1), encoding="utf-8")
+    line = _one_line(_report(tmp_path, "--arena", edited, "--out", tmp_path / "o1"))
+    assert "edited.jsonl: its records do not match the hash in its header" in line
+    duplicated = _rewritten(run.verdicts, tmp_path / "duplicated.jsonl",
+                            edit_body=lambda body: body.replace('"judge": "gveval"', '"judge": "gveval", "judge": "anycap"', 1))
+    line = _one_line(_report(tmp_path, "--arena", duplicated, "--out", tmp_path / "o2"))
+    assert "duplicated.jsonl, line 2: not an arena record" in line and "judge" in line
+    header_twice = _rewritten(run.verdicts, tmp_path / "header_twice.jsonl",
+                              edit_header=lambda line: line.replace('"task": ', '"task": "anycap_style_demo", "task": ', 1))
+    line = _one_line(_report(tmp_path, "--arena", header_twice, "--out", tmp_path / "o3"))
+    assert "header_twice.jsonl: line 1 is not a capjudge arena header" in line
+    for name in ("o1", "o2", "o3"):  # nothing written for a refused file
+        assert not list((tmp_path / name).glob("*")) if (tmp_path / name).exists() else True
+
+
+def test_report_arena_refuses_taken_names_and_other_inputs_in_one_line(judged, tmp_path):
+    run = judged("first")
+    out = tmp_path / "out"
+    (out / f"arena_{TASK}.md").mkdir(parents=True)
+    assert "is a folder" in _one_line(_report(tmp_path, "--arena", run.verdicts, "--out", out))
+    assert not (out / f"arena_{TASK}.json").exists()  # checked before anything is written
+    # The report of another run (the fair judge's) under these names is never replaced.
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / f"arena_{TASK}.json").write_bytes((judged("fair").out / f"arena_{TASK}.json").read_bytes())
+    line = _one_line(_report(tmp_path, "--arena", run.verdicts, "--out", other))
+    assert "already holds the report of another arena run" in line
+    # A verdict file named .json would be replaced by its own report.
+    named = tmp_path / "named"
+    named.mkdir()
+    (named / "verdicts.json").write_bytes(run.verdicts.read_bytes())
+    assert "would replace the file itself" in _one_line(_report(tmp_path, "--arena", named / "verdicts.json", "--out", named))
+    assert "not with RUNs or --sensitivity" in _one_line(_report(tmp_path, "some_run", "--arena", run.verdicts, "--out", out))
+    assert "another command's" in _one_line(_report(tmp_path, "--arena", tmp_path / "leaderboard.jsonl", "--out", out))
+
+
+def test_another_tasks_report_under_the_arena_s_names_is_refused_before_any_request(judged, tmp_path):
+    """`capjudge arena --task anycap_style_demo` into a folder where arena_anycap_style_demo.md holds the G-VEval run's
+    report (a file of another task): one line, exit 2, nothing asked."""
+    from tests.support.arena_runs import one_line_refusal
+
+    run = judged("first")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "arena_anycap_style_demo.md").write_bytes((run.out / f"arena_{TASK}.md").read_bytes())
+    with judge_server(responder=PairwiseWorld().respond) as server:
+        done = arena(tmp_path, server, "first", "--task", "anycap_style_demo", *caption_flags(), "--limit", "1",
+                     "--out", str(out))
+        assert server.log == []
+    line = one_line_refusal(done)
+    assert "arena_anycap_style_demo.md: already holds the report of another arena run" in line
+    assert not (out / "arena_anycap_style_demo.jsonl").exists()
