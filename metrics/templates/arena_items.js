@@ -5,10 +5,11 @@
 
 const REPORT = JSON.parse(document.getElementById("report-data").textContent);
 
-function interval(triple, digits) {
+function interval(triple) {
   const [value, low, high] = triple;
   if (value === null) return "—";
-  return low === null ? number(value, digits) : `${number(value, digits)} [${number(low, digits)}, ${number(high, digits)}]`;
+  const fixed = (x) => x.toFixed(2);  // shares and fairness, as the report's Markdown writes them
+  return low === null ? fixed(value) : `${fixed(value)} [${fixed(low)}, ${fixed(high)}]`;
 }
 
 function rankingText(pairs) {
