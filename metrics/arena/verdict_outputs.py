@@ -19,8 +19,18 @@ from pathlib import Path
 from capjudge.judges.pairwise.record import PairRecord, read_arena_file
 from capjudge.metrics.arena.ratings import ArenaSettings
 from capjudge.metrics.arena.verdict_report import VerdictReport, verdict_report
-from capjudge.metrics.arena.verdict_text import SCHEMA, STAMP_KEY, report_json, report_markdown
-from capjudge.metrics.sensitivity.outputs import Found, check_outputs, page_found, plot_found
+from capjudge.metrics.arena.verdict_text import (
+    SCHEMA,
+    STAMP_KEY,
+    report_markdown,
+    verdict_report_json,
+)
+from capjudge.metrics.sensitivity.outputs import (
+    Found,
+    check_outputs,
+    page_found,
+    plot_found,
+)
 
 _MD_STAMP = re.compile(r"<!-- capjudge arena report, run ([0-9a-f]{64}) -->")
 _MAX_REPORT_BYTES = 256 * 2**20  # a report is KBs to MBs: a larger file under the name is not one, and is not read
@@ -93,7 +103,7 @@ def write_report_files(report: VerdictReport, records: tuple[PairRecord, ...], f
     from capjudge.metrics.item_report.arena_page import render_arena_page
 
     write_replacing(files.markdown, markdown_file_text(report))
-    write_replacing(files.json, json.dumps(report_json(report), indent=2, ensure_ascii=False) + "\n")
+    write_replacing(files.json, json.dumps(verdict_report_json(report), indent=2, ensure_ascii=False) + "\n")
     write_replacing(files.figure, verdict_png(report))
     write_replacing(files.page, render_arena_page(report, records))
 

@@ -23,11 +23,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-
 from capjudge.judges.pairwise.record import ArenaHeader, PairRecord
 from capjudge.judges.pairwise.verdicts import OVERALL
 from capjudge.metrics.arena.errors import ArenaError
-from capjudge.metrics.arena.position_bias import OrderedVerdicts, PositionBias, position_bias, verdict_battles
+from capjudge.metrics.arena.position_bias import (
+    OrderedVerdicts,
+    PositionBias,
+    position_bias,
+    verdict_battles,
+)
 from capjudge.metrics.arena.ratings import ArenaRatings, ArenaSettings, arena_ratings
 from capjudge.metrics.arena.style_control import StyleControlled, style_controlled
 

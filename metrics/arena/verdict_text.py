@@ -12,7 +12,11 @@ from capjudge.metrics.arena.bradley_terry import ELO_SCALE_TEXT
 from capjudge.metrics.arena.position_bias import PositionBias
 from capjudge.metrics.arena.ratings import ArenaRatings
 from capjudge.metrics.arena.style_control import METHOD as LENGTH_METHOD
-from capjudge.metrics.arena.verdict_report import DimensionFigures, MemberReport, VerdictReport
+from capjudge.metrics.arena.verdict_report import (
+    DimensionFigures,
+    MemberReport,
+    VerdictReport,
+)
 from capjudge.metrics.statistics.value_ci import ValueCI
 
 SCHEMA = "capjudge-arena-report/1"
@@ -86,7 +90,7 @@ def _member_json(member: MemberReport) -> dict[str, Any]:
     }
 
 
-def report_json(report: VerdictReport) -> dict[str, Any]:
+def verdict_report_json(report: VerdictReport) -> dict[str, Any]:
     """The report as one JSON object; its stamp first (what a rerun checks before replacing the file)."""
     settings = report.settings
     return {
@@ -99,19 +103,23 @@ def report_json(report: VerdictReport) -> dict[str, Any]:
     }
 
 
-def _bias_rows(member: MemberReport) -> list[str]:
-    rows = []
+def _bias_lines(member: MemberReport, confidence: float) -> list[str]:
+    """The judge's position bias, a row per dimension (overall first). No row starts with the judge's name:
+    the printed summary's rows do (`capjudge arena`'s own table, printed above the report)."""
+    lines = [f"| dimension | pairs | pairs with a failed order | position consistency [{confidence:.0%} CI] | "
+             "preference fairness | order-flipped share | position-inconsistent ties |",
+             "|---|---:|---:|---|---|---|---:|"]
     for figures in member.dimensions:
         bias = figures.bias
-        rows.append(f"| {_escape(member.member)} | {_escape(figures.dimension)} | {bias.n_valid} | {bias.n_failed} | "
-                    f"{_ci(bias.consistency, 2)} | {_ci(bias.fairness, 2)} | {_ci(bias.flipped, 2)} | "
-                    f"{bias.inconsistent_ties} |")
-    return rows
+        lines.append(f"| {_escape(figures.dimension)} | {bias.n_valid} | {bias.n_failed} | {_ci(bias.consistency, 2)} | "
+                     f"{_ci(bias.fairness, 2)} | {_ci(bias.flipped, 2)} | {bias.inconsistent_ties} |")
+    return lines + [""]
 
 
 def _ranking_lines(member: MemberReport, confidence: float) -> list[str]:
     overall = member.overall
-    lines = [f"#### {_escape(member.member)} ({_escape(member.judge_model)})", ""]
+    lines = [f"### {_escape(member.member)} ({_escape(member.judge_model)})", "", "Position bias:", "",
+             *_bias_lines(member, confidence), "Ranking:", ""]
     if overall.ratings is None:
         return lines + [f"No ranking: {_escape(overall.no_ratings)}", ""]
     ratings: ArenaRatings = overall.ratings
@@ -145,19 +153,12 @@ def report_markdown(report: VerdictReport) -> str:
     settings = report.settings
     lines = [f"## Arena report: {_escape(report.task)}, {_escape(report.judge)}", "",
              f"{len(report.models)} models ({', '.join(map(_escape, report.models))}), {report.n_items} items, "
-             f"{report.n_pairs} pairs per judge, each asked in both orders; verdicts from {_escape(report.verdict_file)}.",
-             "", "### Position bias", "",
-             f"| judge | dimension | pairs | pairs with a failed order | position consistency [{settings.confidence:.0%} CI] | "
-             "preference fairness | order-flipped share | position-inconsistent ties |",
-             "|---|---|---:|---:|---|---|---|---:|"]
-    for member in report.members:
-        lines += _bias_rows(member)
-    if not report.members:
-        lines.append("| — | — | 0 | 0 | — | — | — | 0 |")
-    lines += ["", "Preference fairness < 0: the judge prefers the caption shown first; > 0 the one shown second.", "",
-              "### Rankings", ""]
+             f"{report.n_pairs} pairs per judge, each asked in both orders; verdicts from {_escape(report.verdict_file)}. "
+             "Preference fairness < 0: the judge prefers the caption shown first; > 0 the one shown second.", ""]
     for member in report.members:
         lines += _ranking_lines(member, settings.confidence)
+    if not report.members:
+        lines += ["No verdicts: the file holds no pairs.", ""]
     lines += ["### Method", "", POSITION_METHOD, "", RANKING_METHOD, "", LENGTH_METHOD, "",
               f"Intervals: {settings.confidence:.0%} percentile, item-clustered bootstrap ({settings.n_resamples} "
               f"resamples of the items, each item's pairs kept together, seed {settings.seed}).", "",

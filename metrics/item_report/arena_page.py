@@ -26,7 +26,7 @@ _STYLES = ("item_report.css", "arena_items.css")
 _SCRIPTS = ("page_common.js", "arena_items.js")
 
 
-def page_title(report: VerdictReport) -> str:
+def arena_page_title(report: VerdictReport) -> str:
     return f"Arena battles, both orders: {report.judge} on {report.task}"
 
 
@@ -79,7 +79,7 @@ def _summary(report: VerdictReport) -> list[dict[str, Any]]:
     return rows
 
 
-def page_data(report: VerdictReport, records: Sequence[PairRecord]) -> dict[str, Any]:
+def arena_page_data(report: VerdictReport, records: Sequence[PairRecord]) -> dict[str, Any]:
     """What the page's script draws; the stamp first (read from the page's head without parsing it all)."""
     return {STAMP_KEY: report.stamp, "file": report.verdict_file, "task": report.task, "judge": report.judge,
             "command": report.command, "models": list(report.models), "confidence": report.settings.confidence,
@@ -88,4 +88,4 @@ def page_data(report: VerdictReport, records: Sequence[PairRecord]) -> dict[str,
 
 
 def render_arena_page(report: VerdictReport, records: Sequence[PairRecord]) -> str:
-    return fill_page(_TEMPLATE, page_title(report), _STYLES, _SCRIPTS, script_json(page_data(report, records)))
+    return fill_page(_TEMPLATE, arena_page_title(report), _STYLES, _SCRIPTS, script_json(arena_page_data(report, records)))

@@ -138,7 +138,7 @@ def _judge(args: argparse.Namespace, out: Path) -> int:
     from capjudge.judges.atomic_files import write_replacing
     from capjudge.judges.pairwise.record import arena_file_text
     from capjudge.metrics.arena.verdict_outputs import arena_report
-    from capjudge.metrics.arena.verdict_text import report_json, report_markdown
+    from capjudge.metrics.arena.verdict_text import verdict_report_json, report_markdown
     from capjudge.tasks.run_outcome import EXIT_STATUS, failure_rate_problem
     from capjudge.tasks.runs.judging.stage import load_judged_task
     from capjudge.tasks.runs.arena.judging import judge_pairs, member_counts
@@ -156,7 +156,7 @@ def _judge(args: argparse.Namespace, out: Path) -> int:
     write_replacing(path, arena_file_text(args.task, label, command, records))
     report, _ = arena_report(path, out)  # position bias and rankings, read back from the file just written
     counts = member_counts(records, members)
-    print(arena_summary_json(args.task, label, command, counts, path, report_json(report)) if args.format == "json"
+    print(arena_summary_json(args.task, label, command, counts, path, verdict_report_json(report)) if args.format == "json"
           else summary_table(args.task, label, len(models), records, counts, path) + "\n\n" + report_markdown(report))
     failed = sum(row.failed_orders for row in counts)
     problem = failure_rate_problem(failed, 2 * len(records))

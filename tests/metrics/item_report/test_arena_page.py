@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from tests.support.arena_runs import DEMO, arena, caption_flags
 from tests.support.harness_runs import judge_server, run_capjudge_cli
 from tests.support.openai_server import Reply, prompt_text
