@@ -10,7 +10,9 @@ asked in BOTH orders; one verdict record per (item, pair, judge) with both order
 The parser only: sources, pairs and judging are capjudge.tasks.runs.arena (through the task's own client, reply
 cache, rate budget, pre-flight and panel), the record capjudge.judges.pairwise.record. Writes
 OUT/arena_<task>.jsonl (checked before the first request; a rerun of the same command replaces its own, from the
-cache) and prints per judge: pairs, pairs with verdicts in both orders, order flips, failed orders. Exit status:
+cache) and prints per judge: pairs, pairs with verdicts in both orders, order flips, failed orders; then the
+arena report beside it (capjudge.metrics.arena.verdict_outputs: OUT/arena_<task>.md/.json/.png/.html, position
+bias and rankings; `capjudge report --arena OUT/arena_<task>.jsonl --out DIR` recomputes it without a judge). Exit status:
 2 bad input, 3 above CAPJUDGE_MAX_FAILURE_RATE failed orders (the file is written first).
 """
 
@@ -135,6 +137,8 @@ def _dry_run(args: argparse.Namespace, prices: tuple[float, float] | None) -> in
 def _judge(args: argparse.Namespace, out: Path) -> int:
     from capjudge.judges.atomic_files import write_replacing
     from capjudge.judges.pairwise.record import arena_file_text
+    from capjudge.metrics.arena.verdict_outputs import arena_report
+    from capjudge.metrics.arena.verdict_text import verdict_report_json, report_markdown
     from capjudge.tasks.run_outcome import EXIT_STATUS, failure_rate_problem
     from capjudge.tasks.runs.judging.stage import load_judged_task
     from capjudge.tasks.runs.arena.judging import judge_pairs, member_counts
@@ -150,9 +154,10 @@ def _judge(args: argparse.Namespace, out: Path) -> int:
                        [[p.item_id, p.model_a, p.caption_a, p.model_b, p.caption_b, m] for p in pairs for m in members])
     records = judge_pairs(task, judge, pairs)
     write_replacing(path, arena_file_text(args.task, label, command, records))
+    report, _ = arena_report(path, out)  # position bias and rankings, read back from the file just written
     counts = member_counts(records, members)
-    print(arena_summary_json(args.task, label, command, counts, path) if args.format == "json"
-          else summary_table(args.task, label, len(models), records, counts, path))
+    print(arena_summary_json(args.task, label, command, counts, path, verdict_report_json(report)) if args.format == "json"
+          else summary_table(args.task, label, len(models), records, counts, path) + "\n\n" + report_markdown(report))
     failed = sum(row.failed_orders for row in counts)
     problem = failure_rate_problem(failed, 2 * len(records))
     if problem is not None:

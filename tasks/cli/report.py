@@ -2,6 +2,7 @@
 
     capjudge report RUN [RUN ...] --out DIR [--videos FOLDER]
     capjudge report --sensitivity OUT/sensitivity_TASK.json --out DIR
+    capjudge report --arena OUT/arena_TASK.jsonl --out DIR
 
 RUN is an lmms-eval output folder (or results JSON) written with --log_samples, or a `capjudge judge` output;
 `NAME=RUN` names its column. Writes DIR/report.html and DIR/frames/ (the judges' visual input, re-rendered
@@ -15,6 +16,12 @@ Exit codes: 0 written, 1 the runs cannot make a report (the message names the ru
 --sensitivity file that is not a sensitivity report (the message names the file and the problem), or whose
 page name is taken (by a folder, another command's page, or the page of another run's report: a sensitivity
 page is replaced only by the page of the same run).
+With --arena, the report of a `capjudge arena` verdict file, recomputed from the file alone (no judge, no
+request; `capjudge arena` writes it beside the file too): DIR/arena_TASK.html, each battle with both captions
+and both orders' verdicts and replies, position-inconsistent verdicts marked, failed orders shown failed; and
+DIR/arena_TASK.md/.json/.png, each judge's position bias and Bradley-Terry rankings (raw and length-controlled).
+Exit 2 for a file that is not an arena verdict file as capjudge wrote it (edited, duplicate keys) or whose
+report names are taken, as for --sensitivity.
 """
 
 from __future__ import annotations
@@ -44,6 +51,8 @@ def register(groups: Any) -> None:
                         help="where to look for a clip (by file name) that is no longer at its logged path")
     parser.add_argument("--sensitivity", type=Path, metavar="FILE",
                         help="instead of RUNs: a `capjudge sensitivity` report (sensitivity_TASK.json) to show per item")
+    parser.add_argument("--arena", type=Path, metavar="FILE",
+                        help="instead of RUNs: a `capjudge arena` verdict file (arena_TASK.jsonl): its battles and report")
     parser.set_defaults(func=handle_report)
 
 
@@ -52,6 +61,8 @@ def handle_report(args: argparse.Namespace) -> int:
     from capjudge.metrics.item_report.report import ReportError, build_item_report
     from capjudge.metrics.files.outputs import OutputError, writable_folder
 
+    if args.arena is not None:
+        return _arena_report(args)
     if args.sensitivity is not None or not args.runs:
         return _sensitivity_page(args)
     if args.videos is not None and not args.videos.is_dir():
@@ -83,7 +94,7 @@ def _sensitivity_page(args: argparse.Namespace) -> int:
     from capjudge.metrics.sensitivity.items_page import file_stamp, page_path, write_sensitivity_page
     from capjudge.metrics.sensitivity.outputs import check_outputs, page_found
 
-    problem = ("give RUN [RUN ...] or --sensitivity FILE" if args.sensitivity is None and not args.runs else
+    problem = ("give RUN [RUN ...], --sensitivity FILE or --arena FILE" if args.sensitivity is None and not args.runs else
                "give RUN [RUN ...] or --sensitivity FILE, not both" if args.runs else
                "--videos goes with RUNs (a sensitivity page shows no frames)" if args.videos is not None else None)
     try:
@@ -112,4 +123,36 @@ def _sensitivity_page(args: argparse.Namespace) -> int:
     page = write_sensitivity_page(report, target)
     print(f"wrote {page.path}: {page.items} items x (1 original + {len(report.perturbations)} perturbations), "
           f"{len(report.scorers)} scorers; {page.items_moved_wrong_way} items moved the wrong way in some score")
+    return EXIT_OK
+
+
+def _arena_report(args: argparse.Namespace) -> int:
+    from capjudge.judges.pairwise.record import ArenaFileError
+    from capjudge.metrics.arena.verdict_outputs import arena_report, report_files
+    from capjudge.metrics.arena.verdict_text import report_markdown
+    from capjudge.metrics.files.outputs import OutputError, writable_folder
+
+    problem = ("give --arena FILE alone, not with RUNs or --sensitivity" if args.runs or args.sensitivity is not None
+               else "--videos goes with RUNs (an arena page shows no frames)" if args.videos is not None else None)
+    try:
+        if problem is not None:
+            raise OutputError(problem)
+        out = writable_folder(args.out)
+        # The files are named after the verdict file, never after what it says (its task is untrusted text).
+        files = report_files(out / args.arena.name)
+        if args.arena.resolve() in {path.resolve() for path in files.all()}:
+            raise OutputError(f"--arena {args.arena}: the report would replace the file itself (name it .jsonl, "
+                              "or give another --out)")
+        taken = [path.name for path in files.all() if path.name in OTHER_COMMANDS_PAGES or path.stem == "leaderboard"]
+        if taken:
+            raise OutputError(f"--arena {args.arena}: the report would take {taken[0]}, a name of another command's "
+                              "files (rename the file, or give another --out)")
+        report, files = arena_report(args.arena, out)
+    except (OutputError, ArenaFileError) as error:
+        print(f"capjudge report: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    inconsistent = sum(member.overall.bias.inconsistent_ties for member in report.members)
+    print(f"wrote {files.page}: {report.n_pairs} battles x {len(report.members)} judges, {inconsistent} "
+          f"position-inconsistent; the report {files.markdown} (.json, .png)\n")
+    print(report_markdown(report), end="")
     return EXIT_OK

@@ -83,7 +83,15 @@ def checkout_copy(root: Path) -> Path:
 @pytest.mark.parametrize("example", CHECKOUT_EXAMPLES, ids=lambda example: f"line{example.line}")
 def test_the_checkout_examples_run_as_written(example, tmp_path):
     copy = checkout_copy(tmp_path)
-    with judge_server() as judge:
+    options = {}
+    if "capjudge arena" in example.code:
+        # The scripted judge answers the pairwise prompt too (a length-loving rule, whatever model is asked for);
+        # every other prompt as before (tests/support/scripted_pairwise_judges.py falls back to the rubric judge).
+        from tests.support.scripted_pairwise_judges import PairwiseWorld
+
+        world = PairwiseWorld()
+        options["responder"] = lambda body: world.respond({**body, "model": "long"})
+    with judge_server(**options) as judge:
         env = harness_env(judge.base_url, cache_path=tmp_path / "judge_cache.sqlite",
                           datasets_cache=tmp_path / "hf_datasets_cache")
         env = {key: value for key, value in env.items() if not key.startswith("CAPJUDGE_") or key == "CAPJUDGE_CACHE"}

@@ -1,7 +1,7 @@
 """What an arena run writes and prints: OUT/arena_<task>.jsonl (capjudge.judges.pairwise.record), checked before
 the first request, and the summary.
 
-The file is checked as `capjudge sensitivity` checks its report (capjudge.metrics.sensitivity.outputs): a name
+The file is checked (with the names of the report written beside it) as `capjudge sensitivity` checks its report (capjudge.metrics.sensitivity.outputs): a name
 taken by a folder, a link, another run's verdict file or a file that is no verdict file as capjudge wrote it
 (edited by hand: its records no longer match its hashes) is one OutputError naming it; a rerun of the same
 command on the same captions with the same judge replaces its own file.
@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from capjudge.judges.pairwise.record import ArenaFileError, PairRecord, arena_stamp, read_arena_file
+from capjudge.metrics.arena.verdict_outputs import check_report_files, report_files
 from capjudge.metrics.sensitivity.outputs import Found, check_outputs
 from capjudge.tasks.runs.arena.judging import MemberCounts
 
@@ -32,8 +33,11 @@ def arena_found(path: Path) -> Found:
 
 
 def check_arena_output(path: Path, task: str, judge: str, command: str, keys: Sequence[Sequence[str]]) -> None:
-    """Before any request: `path` is free, or holds this very run's own verdict file."""
-    check_outputs([(path, arena_found)], arena_stamp(task, judge, command, keys))
+    """Before any request: `path` is free, or holds this very run's own verdict file; and so are the names of
+    the report written beside it (arena_<task>.md/.json/.png/.html, capjudge.metrics.arena.verdict_outputs)."""
+    stamp = arena_stamp(task, judge, command, keys)
+    check_outputs([(path, arena_found)], stamp)
+    check_report_files(report_files(path), stamp)
 
 
 def summary_rows(counts: Sequence[MemberCounts]) -> list[dict[str, Any]]:
@@ -58,6 +62,11 @@ def summary_table(task: str, judge: str, models: int, records: Sequence[PairReco
     return "\n".join(lines)
 
 
-def arena_summary_json(task: str, judge: str, command: str, counts: Sequence[MemberCounts], path: Path) -> str:
-    return json.dumps({"task": task, "judge": judge, "command": command, "judges": summary_rows(counts),
-                       "verdict_file": str(path)}, indent=2, ensure_ascii=False)
+def arena_summary_json(task: str, judge: str, command: str, counts: Sequence[MemberCounts], path: Path,
+                       report: dict[str, Any] | None = None) -> str:
+    """The summary as JSON; with `report` (the arena report's JSON: position bias and rankings) under "report"."""
+    document = {"task": task, "judge": judge, "command": command, "judges": summary_rows(counts),
+                "verdict_file": str(path)}
+    if report is not None:
+        document["report"] = report
+    return json.dumps(document, indent=2, ensure_ascii=False)
