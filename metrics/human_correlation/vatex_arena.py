@@ -18,7 +18,7 @@ from pathlib import Path
 
 from capjudge.judges.datasets.vatex_eval import VatexCandidate
 from capjudge.judges.pairwise.record import PairRecord, candidate_index, read_arena_file
-from capjudge.judges.pairwise.verdicts import OVERALL
+from capjudge.judges.pairwise.verdicts import OVERALL, for_models
 from capjudge.metrics.arena.human_preferences import PairKey
 from capjudge.metrics.arena.position_bias import both_orders_verdict
 
@@ -51,8 +51,10 @@ def read_vatex_arena_verdicts(path: Path, candidates: Sequence[VatexCandidate], 
         if key in mine:
             raise VatexArenaError(f"{path}, line {line}: clip {key[0]!r}, candidates {key[1]} and {key[2]} judged twice "
                                   f"by {record.member}")
+        # The record's verdicts are about the models; `both_orders_verdict` reads each order in positions
+        # ('A': the caption shown first), so the order that showed model_b first is turned back into positions.
         forward = record.a_first.verdicts[OVERALL] if record.a_first.ok else None  # type: ignore[index]
-        backward = record.b_first.verdicts[OVERALL] if record.b_first.ok else None  # type: ignore[index]
+        backward = for_models(record.b_first.verdicts[OVERALL], False) if record.b_first.ok else None  # type: ignore[index]
         mine[key] = both_orders_verdict(forward, backward)
     if not by_member:
         raise VatexArenaError(f"{path}: holds no verdict")
