@@ -11,7 +11,8 @@ import json
 import numpy as np
 import pytest
 from capjudge.judges.datasets.vatex_eval import load_vatex_eval
-from tests.support.paths import run_capjudge, shared_path
+from tests.support.harness_runs import run_capjudge
+from tests.support.paths import shared_path
 
 VATEX = ("data", "vatex_eval", "vid_cans_score_dict.json")
 
