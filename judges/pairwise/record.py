@@ -8,7 +8,10 @@ Line 1, the header (`ArenaHeader`):
 Every later line, one `PairRecord`:
     item_id, cluster      the item, and the clip it shows (VATEX-EVAL's candidates of one clip share a cluster;
                           elsewhere an item is its own): the unit a clustered bootstrap resamples
-    model_a, model_b      the two caption sources, in the order they were given to the command
+    model_a, model_b      the two caption sources, in the order they were given to the command; with
+                          `capjudge arena --candidates` (a task's own rated candidates, VATEX-EVAL's six per
+                          clip) a candidate is a model only within its clip: "candidate <index>" (its index
+                          in the clip, `candidate_model`), the lower index as model_a, item_id the clip's id
     caption_a, caption_b  their captions of the item, exactly as the judge saw them
     judge                 the judge's name ("gveval", "anycap")
     member                who gave these verdicts: "judge" for the one judge, else the panel member's name
@@ -49,6 +52,20 @@ from capjudge.judges.pairwise.verdicts import OVERALL, VERDICTS
 
 SCHEMA = "capjudge-arena-verdicts/1"
 HEADER_KEY = "capjudge_arena"
+
+
+CANDIDATE_MODEL_PREFIX = "candidate "
+
+
+def candidate_model(index: int) -> str:
+    """The model name of a rated candidate within its clip (`capjudge arena --candidates`)."""
+    return f"{CANDIDATE_MODEL_PREFIX}{index}"
+
+
+def candidate_index(model: str) -> int | None:
+    """The candidate index a `candidate_model` name stands for; None for any other model name."""
+    number = model[len(CANDIDATE_MODEL_PREFIX):] if model.startswith(CANDIDATE_MODEL_PREFIX) else ""
+    return int(number) if number.isascii() and number.isdigit() and number == str(int(number)) else None
 
 
 class ArenaFileError(ValueError):

@@ -1,4 +1,5 @@
-"""Pairwise prompt templates as data files: judges/templates/<judge>_pairwise_v<N>.txt.
+"""Pairwise prompt templates as data files: judges/templates/<judge>_pairwise[_<variant>]_v<N>.txt (a variant:
+one of a judge's modes with a prompt of its own, e.g. G-VEval's text-only gveval_pairwise_references_v1.txt).
 
 A pairwise template is capjudge's own prompt (no published pairwise G-VEval or AnyCap prompt exists), so each
 file says so in a header for its readers, and carries its version in its name. The header (the lines before the
@@ -14,7 +15,7 @@ from dataclasses import dataclass
 from importlib import resources
 
 PROMPT_MARKER = "=== prompt ===\n"
-_VERSIONED_NAME = re.compile(r"(?P<judge>[a-z0-9]+)_pairwise_v(?P<version>[1-9][0-9]*)\.txt")
+_VERSIONED_NAME = re.compile(r"(?P<judge>[a-z0-9]+)_pairwise(?:_[a-z0-9]+)?_v(?P<version>[1-9][0-9]*)\.txt")
 
 
 @dataclass(frozen=True)
@@ -33,7 +34,7 @@ def load_pairwise_template(name: str) -> PairwiseTemplate:
     marker, or a name without its version, is a packaging bug: a RuntimeError, never a half-sent header."""
     named = _VERSIONED_NAME.fullmatch(name)
     if named is None:
-        raise RuntimeError(f"pairwise template {name!r}: the name must be <judge>_pairwise_v<N>.txt")
+        raise RuntimeError(f"pairwise template {name!r}: the name must be <judge>_pairwise[_<variant>]_v<N>.txt")
     text = resources.files("capjudge.judges").joinpath("templates", name).read_bytes().decode("utf-8")
     header, marker, prompt = text.partition(PROMPT_MARKER)
     if not marker or not prompt.strip():

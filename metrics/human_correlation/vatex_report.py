@@ -47,6 +47,7 @@ from capjudge.metrics.files.runs import RESULTS_SUFFIX, read_runs
 from capjudge.metrics.files.task_run import TaskRun, logged_record
 from capjudge.metrics.files.values import NotANumber, item_number
 from capjudge.judges.datasets.vatex_eval import VatexCandidate, clip_ids, item_id, ratings_matrix, split_item_id
+from capjudge.metrics.human_correlation.vatex_arena import ArenaVerdicts
 from capjudge.metrics.human_correlation.vatex_preferences import PreferenceTable, preference_lines, preference_table
 from capjudge.metrics.human_correlation.vatex_published import PublishedFigure, published_figures, published_to_table
 from capjudge.metrics.human_correlation.vatex_protocols import (
@@ -262,11 +263,12 @@ def _split_item_key(key: str) -> tuple[str, int]:
 
 
 def build_vatex_report(data: str | Path, candidates: Sequence[VatexCandidate], scorer: Scorer | None,
-                 settings: BootstrapSettings, baselines: Sequence[Scorer] = (), pairs_per_clip: int | None = None
-                 ) -> VatexReport:
+                 settings: BootstrapSettings, baselines: Sequence[Scorer] = (), pairs_per_clip: int | None = None,
+                 arena: ArenaVerdicts | None = None) -> VatexReport:
     """Every protocol for the scorer (if any), for caption length and for each baseline, and the human
     ceiling, over the candidates the scorer has a value for, all on one set of clip resamples; then each one's
-    agreement with the raters' same-clip preferences (at most `pairs_per_clip` per clip, seeded)."""
+    agreement with the raters' same-clip preferences (at most `pairs_per_clip` per clip, seeded), and a
+    pairwise judge's (`arena`: its verdict file's verdicts) on the same pairs."""
     length = length_scorer(candidates)
     keep = np.isfinite(scorer.values) if scorer is not None else np.ones(len(candidates), dtype=bool)
     if keep.sum() < 2:
@@ -304,7 +306,8 @@ def build_vatex_report(data: str | Path, candidates: Sequence[VatexCandidate], s
         length_bias=None if scorer is None else _length_bias(scorer, ratings, length.values[keep], clips, keep, settings),
         preferences=preference_table(candidates, [(s.name, s.values) for s in (*([scorer] if scorer else []), length,
                                                                                  *baselines)],
-                                     pairs_per_clip, settings.n_resamples, settings.seed, settings.confidence),
+                                     pairs_per_clip, settings.n_resamples, settings.seed, settings.confidence,
+                                     arena=arena),
     )
 
 

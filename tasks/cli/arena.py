@@ -5,7 +5,13 @@ asked in BOTH orders; one verdict record per (item, pair, judge) with both order
     capjudge arena --task gveval_demo --captions tasks/demo/captions_good.jsonl \
         --captions tasks/demo/captions_fair.jsonl --captions tasks/demo/captions_poor.jsonl --out results/arena
     capjudge arena RUN_A RUN_B RUN_C --task gveval --anchors 1 --seed 0 --out results/arena   # vs 1 anchor
+    capjudge arena --task gveval_vatex_references --candidates --pairs-per-clip 2 --limit 50 --out results/arena
     capjudge arena ... --dry-run --price-input 2.50 --price-output 10.00   # requests, tokens, cost; sends nothing
+
+`--candidates`: the task's own rated candidates instead of RUNs (VATEX-EVAL's six per clip): same-clip pairs,
+a candidate a model only within its clip; `--pairs-per-clip K` asks the K human preferences per clip that
+`capjudge vatex --pairs-per-clip K --seed S` compares (capjudge.tasks.runs.arena.candidate_pairs), and
+`capjudge vatex --arena-verdicts FILE` reads the verdicts back into its human-preference table.
 
 The parser only: sources, pairs and judging are capjudge.tasks.runs.arena (through the task's own client, reply
 cache, rate budget, pre-flight and panel), the record capjudge.judges.pairwise.record. Writes
@@ -27,7 +33,7 @@ from typing import Any
 
 from capjudge.metrics.files.outputs import folder_argument
 from capjudge.tasks import TASKS_DIR
-from capjudge.tasks.cli.bounds import MAX_ITEMS, MAX_SEED, count_argument
+from capjudge.tasks.cli.bounds import MAX_ITEMS, MAX_PAIRS_PER_CLIP, MAX_SEED, count_argument
 from capjudge.tasks.runs.judging.estimate import DEFAULT_OUTPUT_TOKENS
 
 # More anchors than this is no longer the O(models) design: every pair (no --anchors) is then cheaper to think about.
@@ -42,14 +48,23 @@ def register(groups: Any) -> None:
                         help="lmms-eval output folders or *_results.json with samples (one model each)")
     parser.add_argument("--captions", type=Path, action="append", default=[], metavar="FILE",
                         help="a captions JSONL/JSON keyed by item id (one model each; repeatable)")
+    parser.add_argument("--candidates", action="store_true",
+                        help="instead of RUNs: the task's own rated candidates, pairs of one clip's (VATEX-EVAL)")
     parser.add_argument("--task", required=True, help="the capjudge task whose items and judge to use")
     parser.add_argument("--out", type=folder_argument, help="output folder for arena_<task>.jsonl (not with --dry-run)")
+    count_argument(parser, "--pairs-per-clip", low=1, high=MAX_PAIRS_PER_CLIP, metavar="K",
+                   help="with --candidates: K of each clip's human preferences, drawn by --seed as capjudge vatex "
+                        "draws them (default: every same-clip pair)")
+    parser.add_argument("--clip", action="append", default=[], metavar="ID",
+                        help="with --candidates: only this clip (repeatable; default: every clip)")
     count_argument(parser, "--anchors", low=1, high=MAX_ANCHORS,
                    help="each model against K anchor models drawn by --seed, the same on every item (default: all pairs)")
     parser.add_argument("--anchor", action="append", default=[], metavar="NAME",
                         help="an anchor model by name (repeatable; instead of --anchors)")
-    count_argument(parser, "--seed", low=0, high=MAX_SEED, default=0, help="seed of the anchors' draw (default 0)")
-    count_argument(parser, "--limit", low=1, high=MAX_ITEMS, help="only the first N items with a pair, in the task's order")
+    count_argument(parser, "--seed", low=0, high=MAX_SEED, default=0,
+                   help="seed of the anchors' draw, or of --pairs-per-clip's (default 0)")
+    count_argument(parser, "--limit", low=1, high=MAX_ITEMS,
+                   help="only the first N items (with --candidates: clips) with a pair, in the task's order")
     parser.add_argument("--format", choices=("table", "json"), default="table", help="what to print (default table)")
     parser.add_argument("--include-path", type=Path, default=TASKS_DIR, help="task folders (default: capjudge's)")
     dry = parser.add_argument_group("Before a run: what it asks and costs (nothing is sent)")
@@ -66,6 +81,12 @@ def arena_command_line(args: argparse.Namespace) -> str:
     words = ["capjudge", "arena", *(str(run) for run in args.runs), "--task", args.task]
     for file in args.captions:
         words += ["--captions", str(file)]
+    if args.candidates:
+        words.append("--candidates")
+    for clip in args.clip:
+        words += ["--clip", clip]
+    if args.pairs_per_clip is not None:
+        words += ["--pairs-per-clip", str(args.pairs_per_clip)]
     for name in args.anchor:
         words += ["--anchor", name]
     if args.anchors is not None:
@@ -93,6 +114,7 @@ def run(args: argparse.Namespace) -> int:
     from capjudge.tasks.runs.arena.sources import ArenaInputError
 
     try:
+        _check_sources(args)
         if args.dry_run:
             prices = _prices(args.price_input, args.price_output)
             if not math.isfinite(args.output_tokens) or args.output_tokens < 0:
@@ -109,15 +131,37 @@ def run(args: argparse.Namespace) -> int:
         return 2
 
 
-def _planned(args: argparse.Namespace, task: Any) -> tuple[Any, Any, list[Any]]:
+def _planned(args: argparse.Namespace, task: Any) -> tuple[Any, int, list[Any]]:
+    """The pairwise judge, how many models, and the pairs to ask."""
+    from capjudge.tasks.runs.arena.candidate_pairs import plan_candidate_pairs
     from capjudge.tasks.runs.arena.pairs import choose_anchors, plan_pairs
     from capjudge.tasks.runs.arena.pairwise_judges import pairwise_judge_for
     from capjudge.tasks.runs.arena.sources import read_sources
 
     judge = pairwise_judge_for(task)
+    if args.candidates:
+        pairs = plan_candidate_pairs(task, args.task, clips=args.clip, limit=args.limit,
+                                     pairs_per_clip=args.pairs_per_clip, seed=args.seed)
+        return judge, len({name for pair in pairs for name in (pair.model_a, pair.model_b)}), pairs
     models = read_sources(task, args.task, args.runs, args.captions)
     anchors = choose_anchors(models, args.anchor, args.anchors, args.seed)
-    return judge, models, plan_pairs(task, models, anchors, args.limit)
+    return judge, len(models), plan_pairs(task, models, anchors, args.limit)
+
+
+def _check_sources(args: argparse.Namespace) -> None:
+    """--candidates is a caption source of its own; its flags go with it alone."""
+    from capjudge.tasks.runs.arena.sources import ArenaInputError
+
+    if args.candidates:
+        given = [flag for flag, used in (("RUN", args.runs), ("--captions", args.captions), ("--anchor", args.anchor),
+                                         ("--anchors", args.anchors is not None)) if used]
+        if given:
+            raise ArenaInputError(f"--candidates pairs the task's own candidates of each clip: not with {given[0]}")
+        return
+    given = [flag for flag, used in (("--pairs-per-clip", args.pairs_per_clip is not None), ("--clip", args.clip))
+             if used]
+    if given:
+        raise ArenaInputError(f"{given[0]} goes with --candidates (the task's own rated candidates of each clip)")
 
 
 def _dry_run(args: argparse.Namespace, prices: tuple[float, float] | None) -> int:
@@ -129,7 +173,7 @@ def _dry_run(args: argparse.Namespace, prices: tuple[float, float] | None) -> in
         task = load_judged_task(args.task, args.include_path)
         who = task.who_judges()  # a panel's members, read without their keys
     judge, models, pairs = _planned(args, task)
-    estimate = price_pairs(task, judge, pairs, len(models), output_tokens=args.output_tokens, prices=prices, who=who)
+    estimate = price_pairs(task, judge, pairs, models, output_tokens=args.output_tokens, prices=prices, who=who)
     print("\n".join(estimate.lines()))
     return 0
 
@@ -157,7 +201,7 @@ def _judge(args: argparse.Namespace, out: Path) -> int:
     report, _ = arena_report(path, out)  # position bias and rankings, read back from the file just written
     counts = member_counts(records, members)
     print(arena_summary_json(args.task, label, command, counts, path, verdict_report_json(report)) if args.format == "json"
-          else summary_table(args.task, label, len(models), records, counts, path) + "\n\n" + report_markdown(report))
+          else summary_table(args.task, label, models, records, counts, path) + "\n\n" + report_markdown(report))
     failed = sum(row.failed_orders for row in counts)
     problem = failure_rate_problem(failed, 2 * len(records))
     if problem is not None:

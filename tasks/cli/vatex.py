@@ -10,7 +10,8 @@ only. Printed: EMScore's per-annotator protocol (tau-b, Spearman), G-VEval's poo
 mean-rating variant, caption length as a sanity row and the human ceiling, each with a bootstrap interval
 clustered by clip (metrics/human_correlation/vatex_report.py); then agreement with the humans' preferences on
 the same-clip pairs the raters do not tie: each scorer's concordance beside the raters' leave-one-out ceiling
-(metrics/human_correlation/vatex_preferences.py; --pairs-per-clip K bounds the pairs). --baselines adds BLEU-1, BLEU-4, METEOR, ROUGE-L
+(metrics/human_correlation/vatex_preferences.py; --pairs-per-clip K bounds the pairs; --arena-verdicts FILE adds
+a pairwise judge's row from `capjudge arena --candidates`' verdict file, on the same pairs). --baselines adds BLEU-1, BLEU-4, METEOR, ROUGE-L
 and CIDEr with 1 and with 9 references (pycocoevalcap, as the field computes them), computed once per content
 and cached in --cache-dir (metrics/human_correlation/baseline_cache.py). Exit codes: 0 success; 1 the
 baselines cannot be computed here (pycocoevalcap or Java missing); 2 bad input, in one line naming the file
@@ -45,6 +46,9 @@ def register(groups: Any) -> None:
     count_argument(parser, "--pairs-per-clip", low=1, high=MAX_PAIRS_PER_CLIP, default=None, metavar="K",
                    help="the human-preference table on at most K of each clip's preferred pairs, drawn with --seed "
                         "(default: all)")
+    parser.add_argument("--arena-verdicts", type=Path, metavar="FILE",
+                        help="a pairwise judge's row in the human-preference table: the arena_<task>.jsonl of "
+                             "`capjudge arena --candidates` on this file's candidates (same --pairs-per-clip, --seed)")
     parser.add_argument("--format", choices=("table", "json"), default="table")
     parser.add_argument("--baselines", action="store_true",
                         help="add BLEU-1/4, METEOR, ROUGE-L, CIDEr with 1 and 9 references (cached by content)")
@@ -54,7 +58,9 @@ def register(groups: Any) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from capjudge.judges.pairwise.record import ArenaFileError
     from capjudge.metrics.arena.errors import ArenaError
+    from capjudge.metrics.human_correlation.vatex_arena import VatexArenaError, read_vatex_arena_verdicts
     from capjudge.metrics.files.outputs import OutputError
     from capjudge.metrics.human_correlation.baselines import BaselineUnavailable
     from capjudge.metrics.human_correlation.baseline_cache import DEFAULT_CACHE_DIR
@@ -73,16 +79,18 @@ def _run(args: argparse.Namespace) -> int:
             raise VatexReportError(f"{args.data}: no such file")
         candidates = load_vatex_eval(args.data)
         scorer = read_scorer(args.scorer, candidates, metric=args.metric, task=args.task) if args.scorer else None
+        arena = (read_vatex_arena_verdicts(args.arena_verdicts, candidates, str(args.data))
+                 if args.arena_verdicts is not None else None)
         baselines = (baseline_scorers(candidates, args.cache_dir or DEFAULT_CACHE_DIR, str(args.data), say=_say)
                      if args.baselines else [])
         report = build_vatex_report(args.data, candidates, scorer, BootstrapSettings(n_resamples=args.resamples, seed=args.seed),
-                              baselines, pairs_per_clip=args.pairs_per_clip)
+                              baselines, pairs_per_clip=args.pairs_per_clip, arena=arena)
     except VatexEvalError as error:  # names the clip; the file is named here when the message does not
         message = str(error)
         print(f"capjudge vatex: {message if message.startswith(str(args.data)) else f'{args.data}: {message}'}",
               file=sys.stderr)
         return EXIT_BAD_INPUT
-    except (VatexReportError, OutputError, ArenaError) as error:
+    except (VatexReportError, OutputError, ArenaError, ArenaFileError, VatexArenaError) as error:
         print(f"capjudge vatex: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except BaselineUnavailable as error:

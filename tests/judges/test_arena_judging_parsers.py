@@ -48,7 +48,7 @@ def test_anycap_verdicts_from_the_last_object_and_typed_failures():
 
 
 def test_templates_are_versioned_and_sent_verbatim_after_their_header():
-    for name in ("gveval_pairwise_v1.txt", "anycap_pairwise_v1.txt"):
+    for name in ("gveval_pairwise_v1.txt", "gveval_pairwise_references_v1.txt", "anycap_pairwise_v1.txt"):
         template = load_pairwise_template(name)
         assert template.version == 1 and "capjudge's own" in template.header and "no published pairwise" in template.header
         from capjudge.judges.pairwise import templates

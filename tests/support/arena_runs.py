@@ -31,3 +31,31 @@ def one_line_refusal(done) -> str:
     assert len(lines) == 1, lines
     assert lines[0].startswith("capjudge arena: ")
     return lines[0]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# VATEX-EVAL's candidates (`capjudge arena --candidates`, `capjudge vatex --arena-verdicts`)
+
+VATEX_TASK = "gveval_vatex_references"
+
+
+def vatex_subset(path: Path, clips: int, seed: int) -> Path:
+    """A VATEX-EVAL file of `clips` clips of the real one (../shared), drawn by `seed` among the clips whose six
+    captions are all different (the scripted `human` judge knows a candidate by its caption), rows untouched."""
+    import json
+
+    import numpy as np
+
+    from tests.support.paths import shared_path
+
+    whole = json.loads(shared_path("data", "vatex_eval", "vid_cans_score_dict.json").read_text(encoding="utf-8"))
+    distinct = [clip for clip, row in whole.items() if len(set(row["cands"])) == len(row["cands"])]
+    chosen = sorted(np.random.default_rng(seed).choice(len(distinct), clips, replace=False))
+    path.write_text(json.dumps({distinct[k]: whole[distinct[k]] for k in chosen}), encoding="utf-8")
+    return path
+
+
+def vatex_arena(tmp_path: Path, server, judge: str, data: Path, *args: str):
+    """`capjudge arena --task gveval_vatex_references --candidates ARGS` on the VATEX-EVAL file `data`, text only."""
+    return arena(tmp_path, server, judge, "--task", VATEX_TASK, "--candidates", *args,
+                 env={"CAPJUDGE_VATEX_EVAL_JSON": str(data), "CAPJUDGE_GVEVAL_MODE": "references"})

@@ -5,7 +5,11 @@ the pairwise G-VEval and AnyCap prompts through the test server, chosen by the r
 - `fair`: prefers the better caption by a known rule and is consistent: G-VEval, the higher mean of the fair
   scripted pointwise judge's scores (tests/scripted_caption_judges.py: it knows the clip only by the frame
   strip in the request); AnyCap, more of the reference's words; a tie when equal;
-- `long`: prefers the caption with more words (a tie when equally long).
+- `long`: prefers the caption with more words (a tie when equally long);
+- `human` (VATEX-EVAL candidates, text-only prompt: `PairwiseWorld(vatex=candidates)`): prefers the candidate
+  the three raters rated higher on average (a tie when their means tie), except on a pair whose means differ by
+  at most 1/3 (one rating point in all), where it prefers the caption shown first: a scripted position effect,
+  every such verdict flips with the order.
 
 Every dimension gets the same verdict. `expected_verdict` is the rule as the tests apply it directly, apart
 from the server: what a judge says about (caption_a, caption_b) in model terms.
@@ -23,7 +27,9 @@ from tests.support.scripted_caption_judges import DemoWorld
 
 GVEVAL_DIMENSIONS = ("accuracy", "completeness", "conciseness", "relevance", "overall")
 ANYCAP_DIMENSIONS = ("quality", "hallucination", "overall")
-JUDGES = ("first", "fair", "long")
+JUDGES = ("first", "fair", "long", "human")
+# The `human` judge's position effect: on pairs the raters' means separate by at most this, it prefers the first.
+HUMAN_CLOSE_CALL = 1 / 3 + 1e-9
 
 
 def _words(text: str) -> list[str]:
@@ -37,6 +43,11 @@ def _clip_of(world: DemoWorld, body) -> str | None:
                 data = base64.b64decode(part["image_url"]["url"].split(",", 1)[1])
                 return world.clip_of_strip.get(hashlib.sha256(data).hexdigest())
     return None
+
+
+def _one_line(reference: str) -> str:
+    """A reference as the G-VEval prompts list it (capjudge.judges.gveval.judge.format_references)."""
+    return re.sub(r"\s*\n\s*", " ", reference.strip())
 
 
 def preference(judge: str, first: str, second: str, merit) -> str:
@@ -53,8 +64,19 @@ def preference(judge: str, first: str, second: str, merit) -> str:
 class PairwiseWorld:
     """The scripted pairwise judges and their rules."""
 
-    def __init__(self) -> None:
+    def __init__(self, vatex=()) -> None:
         self.demo = DemoWorld()
+        # (the clip's first reference as the prompt lists it, caption) -> the raters' mean rating
+        self.human_means = {(_one_line(c.references[0]), c.caption): sum(c.ratings) / len(c.ratings) for c in vatex}
+
+    def human_verdict(self, first: str, second: str, reference: str) -> str:
+        """The `human` judge's positional verdict (see the module docstring)."""
+        a, b = self.human_means[(reference, first)], self.human_means[(reference, second)]
+        if a == b:
+            return "tie"
+        if abs(a - b) <= HUMAN_CLOSE_CALL:
+            return "A"
+        return "A" if a > b else "B"
 
     def gveval_merit(self, clip: str | None):
         return lambda caption: sum(self.demo.scores("fair", caption, clip)) / 4
@@ -78,7 +100,11 @@ class PairwiseWorld:
         if "\nCaption A:\n" in text:
             first = text.split("\nCaption A:\n", 1)[1].split("\n\nCaption B:\n", 1)[0]
             second = text.split("\n\nCaption B:\n", 1)[1].split("\n\nYou should first give", 1)[0]
-            verdict = preference(judge, first, second, self.gveval_merit(_clip_of(self.demo, body)))
+            if judge == "human":
+                reference = text.split("Reference Captions:\n- ", 1)[1].split("\n", 1)[0]
+                verdict = self.human_verdict(first, second, reference)
+            else:
+                verdict = preference(judge, first, second, self.gveval_merit(_clip_of(self.demo, body)))
             lines = "\n".join(f"{name.capitalize()}: [[{verdict}]]" for name in GVEVAL_DIMENSIONS)
             return Reply(f"Scripted pairwise judge {judge}.\n{lines}")
         if "Model Output A:" in text:

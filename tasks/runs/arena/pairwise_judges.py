@@ -63,13 +63,17 @@ class PairwiseJudge:
 
 
 class GVEvalPairwise(PairwiseJudge):
-    dimensions, version = gveval_pairwise.PAIRWISE_DIMENSIONS, gveval_pairwise.PAIRWISE_VERSION
+    """G-VEval's pairwise prompt in the task's mode: the frames, the frames and the references, or (mode
+    "references", text only) the references alone, each mode's template its own judge version."""
+
+    dimensions = gveval_pairwise.PAIRWISE_DIMENSIONS
 
     def __init__(self, settings: Any):
         super().__init__(settings)
         if settings.mode not in gveval_pairwise.PAIRWISE_MODES:
             raise ArenaInputError(f"G-VEval mode {settings.mode!r} (CAPJUDGE_GVEVAL_MODE or the task's metadata) has no "
-                             f"pairwise prompt: the arena shows the frames ({' or '.join(gveval_pairwise.PAIRWISE_MODES)})")
+                             f"pairwise prompt (the arena has {', '.join(gveval_pairwise.PAIRWISE_MODES)})")
+        self.version = gveval_pairwise.pairwise_version(settings.mode)
 
     def judge(self, doc: Mapping[str, Any], first: str, second: str, client: Any) -> PairwiseResult:
         from capjudge.judges.video import VideoError
@@ -79,7 +83,8 @@ class GVEvalPairwise(PairwiseJudge):
         if self.settings.references is not None:
             references = references[: self.settings.references]
         try:
-            request = gveval_pairwise.build_pairwise_request(first, second, video=video_path(doc),
+            video = video_path(doc) if self.settings.needs_video else None
+            request = gveval_pairwise.build_pairwise_request(first, second, video=video,
                                                              references=references, mode=self.settings.mode)
         except VideoError as error:
             return PairwiseResult.unjudged(self.dimensions, ParseFailure("video_unreadable", str(error)))
@@ -152,7 +157,7 @@ def judge_order(judge: PairwiseJudge, doc: Mapping[str, Any], first: str, second
         if too_long is not None:  # never a request: its cost would grow with the caption, without bound
             return OrderJudgment(PairwiseResult.unjudged(judge.dimensions, ParseFailure(CAPTION_TOO_LONG, too_long)),
                                  None, False, 0)
-    problem = missing_video_problem(doc)
+    problem = missing_video_problem(doc) if settings.needs_video else None  # a text-only mode shows no video
     if problem is not None:
         return OrderJudgment(PairwiseResult.unjudged(judge.dimensions, ParseFailure(VIDEO_MISSING, problem)), None, False, 0)
     observed = ObservedClient(client, extra_params=judge.reply_constraint(), default_model=settings.published_model)

@@ -72,6 +72,7 @@ PAST_THE_BOUND = [
     (("arena", ABSENT, ABSENT, "--task", "gveval_demo", "--out", ABSENT), "--limit", "1000001", "1,000,000"),
     (("arena", ABSENT, ABSENT, "--task", "gveval_demo", "--out", ABSENT), "--seed", str(2**32), "4,294,967,295"),
     (("arena", ABSENT, ABSENT, "--task", "gveval_demo", "--out", ABSENT), "--anchors", "101", "100"),
+    (("arena", "--candidates", "--task", "gveval_vatex_references", "--out", ABSENT), "--pairs-per-clip", "16", "15"),
     (("render", "anycap", "--caption-type", "brief", "--output", "a", "--reference", "b", "--out", ABSENT),
      "--max-tokens", "1000001", "1,000,000"),
     (("serve-local",), "--port", "65536", "65,535"),

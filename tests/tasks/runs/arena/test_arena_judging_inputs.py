@@ -8,6 +8,7 @@ import json
 import pytest
 from tests.support.arena_runs import arena, caption_flags, one_line_refusal
 from tests.support.harness_runs import judge_server
+from tests.support.paths import SUPPORT_DIR
 from tests.support.scripted_pairwise_judges import PairwiseWorld
 
 from capjudge.judges.pairwise.record import ArenaFileError, read_arena_file
@@ -43,12 +44,27 @@ def test_bad_inputs_are_one_line_and_exit_2_before_any_request(tmp_path):
         for name, (args, expected) in cases.items():
             done = arena(tmp_path, server, "fair", "--task", TASK, *args, *out)
             assert expected in one_line_refusal(done), name
-        # The text-only G-VEval mode has no pairwise prompt: refused, not judged item by item as bad input.
-        text_only = arena(tmp_path, server, "fair", "--task", TASK, *caption_flags(), *out,
-                          env={"CAPJUDGE_GVEVAL_MODE": "references"})
-        assert "has no pairwise prompt" in one_line_refusal(text_only)
+        # A judge with no pairwise prompt (the tests' toy third judge): refused, not judged item by item as bad input.
+        # (G-VEval's text-only mode was this case until it got its own template, gveval_pairwise_references_v1.)
+        no_prompt = arena(tmp_path, server, "fair", "--task", "toy_judge", "--include-path", str(SUPPORT_DIR / "toy_judge"),
+                          *caption_flags(), *out)
+        assert "has no pairwise prompt" in one_line_refusal(no_prompt)
         assert server.log == []
     assert not (tmp_path / "out" / f"arena_{TASK}.jsonl").exists()
+
+
+def test_the_text_only_mode_sends_its_own_template_with_the_references_and_no_image(tmp_path):
+    with judge_server(responder=PairwiseWorld().respond) as server:
+        done = arena(tmp_path, server, "long", "--task", TASK, *caption_flags("good", "poor"), "--limit", "1",
+                     "--out", str(tmp_path / "out"), env={"CAPJUDGE_GVEVAL_MODE": "references"})
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert len(server.log) == 2
+        for entry in server.log:
+            assert [part["type"] for part in entry.body["messages"][0]["content"]] == ["text"]
+            text = entry.body["messages"][0]["content"][0]["text"]
+            assert "You will not see the video itself." in text and "\nReference Captions:\n- " in text
+    _, records = read_arena_file(tmp_path / "out" / f"arena_{TASK}.jsonl")
+    assert [r.judge_version for r in records] == ["gveval-pairwise-references/1"]
 
 
 def test_a_verdict_file_edited_by_hand_is_refused_by_the_rerun_and_by_its_reader(tmp_path):
