@@ -201,6 +201,7 @@ def test_the_embedded_judge_compares_three_caption_sets_with_no_key(installed, t
     assert not [path.name for path in out.rglob("*.sqlite-*")], sorted(path.name for path in out.rglob("*"))
 
 
+@pytest.mark.timeout(1200)  # three cold lmms-eval launches; the wait for the shared venv counts too
 def test_the_lmms_eval_loop_ranks_three_caption_sets_with_rows_linked_to_the_report(installed, tmp_path):
     with judge_server() as judge:
         folder, done = _run_readme_example(installed, tmp_path, "lmms-eval loop", judge.base_url)
@@ -217,6 +218,7 @@ def test_the_lmms_eval_loop_ranks_three_caption_sets_with_rows_linked_to_the_rep
         assert f'href="{link.replace("&", "&amp;")}"' in page, model
 
 
+@pytest.mark.timeout(1200)  # every variant judged; the wait for the shared venv counts too
 def test_the_sensitivity_example_judges_every_variant_and_prices_before_paying(installed, tmp_path):
     with judge_server() as judge:
         folder, done = _run_readme_example(installed, tmp_path, "sensitivity", judge.base_url)
