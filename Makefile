@@ -136,5 +136,13 @@ MSVD_ITEMS ?= 8
 sensitivity-local-judge: setup
 	$(PY) -m tests.benchmarks.sensitivity_local_judge --msvd-eval $(MSVD_EVAL_JSON) --msvd-items $(MSVD_ITEMS)
 
+# The embedded local judge in the arena (issue #49 item 7): `capjudge arena` (every pair in both orders) on the
+# demo's three caption sets (gveval_demo, anycap_style_demo) and on the 10 VATEX-EVAL clips of vatex-local-judge,
+# 3 human preferences each, then `capjudge vatex --arena-verdicts` (about 19 minutes here): not part of
+# `make test`. Writes results/arena_local_judge.md.
+.PHONY: arena-local-judge
+arena-local-judge: setup
+	$(PY) -m tests.benchmarks.arena_local_judge --vatex-eval $(VATEX_EVAL_JSON)
+
 clean:
 	rm -rf $(VENV) $(MIN_VENV)

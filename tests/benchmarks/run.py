@@ -336,7 +336,7 @@ def vatex_correlation() -> Section:
 def arena_fit() -> Section:
     """Issue 49: battles from 3 runs x 10,000 items fitted (Bradley-Terry) with 1,000 item-bootstrap resamples,
     target < 30 s; the ratio is the time over that target (tests/benchmarks/arena_fit.py)."""
-    from arena_fit import arena_fit_seconds
+    from tests.benchmarks.arena_fit import arena_fit_seconds
 
     target = 30.0
     section = Section("Arena: battles from 3 runs x 10,000 items, Bradley-Terry fit, 1000 item-bootstrap resamples")
@@ -346,6 +346,62 @@ def arena_fit() -> Section:
                                   "target < 1 (30 s)"))
     section.text = ("`score_battles` then `arena_ratings` (metrics/arena/), the steps `capjudge leaderboard` runs per task "
                     "once the runs are read; G-VEval-like 0-100 scores rounded to whole points, so ties occur.")
+    return section
+
+
+@benchmark("arena_judging")
+def arena_judging() -> Section:
+    """Issue 49: `capjudge arena` judges at the client's speed. VATEX-EVAL's candidates (text-only G-VEval, the
+    first 20 clips, all 15 same-clip pairs, both orders: 600 requests) against the 200 ms test server at 32 in
+    flight; the client alone on as many requests, same server, same run; then the rerun (0 requests)."""
+    import json
+    import subprocess
+
+    section = Section("Arena: pairwise judging (both orders) against the client alone")
+    vatex = REPO.parent / "shared" / "data" / "vatex_eval" / "vid_cans_score_dict.json"
+    if not vatex.is_file():
+        section.text = f"not run: {vatex} is not here"
+        return section
+    concurrency, latency, clips = 32, 0.2, 20
+    verdict = "".join(f"{name}: [[A]]\n" for name in ("Accuracy", "Completeness", "Conciseness", "Relevance", "Overall"))
+    with tempfile.TemporaryDirectory() as tmp, ServerProcess("--fixed-reply", verdict, latency=latency) as server:
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": tmp, "OPENAI_BASE_URL": server.base_url,
+               "OPENAI_API_KEY": "bench", "MODEL_VERSION": "test-judge", "CAPJUDGE_CACHE": str(Path(tmp) / "cache.sqlite"),
+               "CAPJUDGE_MAX_CONCURRENCY": str(concurrency), "CAPJUDGE_VATEX_EVAL_JSON": str(vatex),
+               "HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1"}
+        command = [sys.executable, "-m", "capjudge.tasks.cli", "arena", "--task", "gveval_vatex_references",
+                   "--candidates", "--limit", str(clips), "--out", str(Path(tmp) / "out"), "--format", "json"]
+        timings, requests, spans = [], [], []
+        for _ in ("first", "rerun"):
+            before = server.stats()
+            started = time.perf_counter()
+            done = subprocess.run(command, env=env, capture_output=True, text=True, check=False, cwd=REPO)
+            timings.append(time.perf_counter() - started)
+            if done.returncode != 0:
+                raise RuntimeError(f"capjudge arena failed: {done.stderr[-2000:]}")
+            json.loads(done.stdout)  # the run's own summary and report: it must be whole
+            after = server.stats()
+            requests.append(after["requests"] - before["requests"])
+            arrivals = after["arrivals"][len(before["arrivals"]):]
+            spans.append(max(arrivals) - min(arrivals) + latency if arrivals else 0.0)
+        client = JudgeClient(JudgeConfig(base_url=server.base_url, api_key="bench", model="test-judge",
+                                         cache_path=Path(tmp) / "client.sqlite", max_concurrency=concurrency))
+        started = time.perf_counter()
+        client.judge_many(text_items(requests[0]), lambda reply: reply.content, judge_version="bench/1")
+        client_seconds = time.perf_counter() - started
+        client.close()
+    section.figures += [
+        Figure("arena_requests", requests[0], "requests", f"{clips} clips x 15 pairs x 2 orders = {clips * 30}"),
+        Figure("arena_rerun_requests", requests[1], "requests", "target 0 (every reply from the cache)"),
+        Figure("arena_run_seconds", timings[0], "s", "the whole command: start, task load, judging, report, files"),
+        Figure("arena_judging_seconds", spans[0], "s", "first request's arrival to the last one's reply"),
+        Figure("arena_client_alone_seconds", client_seconds, "s", f"{requests[0]} requests, {concurrency} in flight"),
+        Figure("arena_judging_vs_client_speed", client_seconds / spans[0], "ratio",
+               "the arena's requests/s while judging over the client's alone; target ~1"),
+    ]
+    section.text = ("`capjudge arena --task gveval_vatex_references --candidates --limit 20` against "
+                    "`tests/support/openai_server.py` answering every order with a fixed verdict (200 ms a reply), then the "
+                    "same command again; the client alone judges as many text requests on the same server in the same run.")
     return section
 
 
