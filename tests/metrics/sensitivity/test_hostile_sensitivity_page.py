@@ -153,7 +153,7 @@ def test_a_huge_file_is_refused_before_it_is_read(tmp_path):
 
 
 @pytest.mark.parametrize(("arguments", "wanted"), [
-    (("--out", "OUT"), ("give RUN [RUN ...] or --sensitivity FILE",)),
+    (("--out", "OUT"), ("give RUN [RUN ...], --sensitivity FILE or --arena FILE",)),
     (("RUN", "--sensitivity", "FILE", "--out", "OUT"), ("give RUN [RUN ...] or --sensitivity FILE, not both",)),
     (("--sensitivity", "FILE", "--videos", "OUT", "--out", "OUT"), ("--videos goes with RUNs",)),
     (("--sensitivity", "/nonexistent/sensitivity.json", "--out", "OUT"),
