@@ -349,13 +349,50 @@ def arena_fit() -> Section:
     return section
 
 
+@dataclass(frozen=True)
+class TwoRuns:
+    """A command run twice against one test server (the second run should be all cache hits), and the client
+    alone on as many requests as the first run sent, on the same server in the same run."""
+
+    seconds: tuple[float, float]  # each whole command
+    requests: tuple[int, int]  # requests each run sent
+    judging_seconds: float  # the first run's first request's arrival to its last reply
+    stdout: str  # the first run's
+    client_alone_seconds: float
+
+
+def run_twice_then_client(command: list[str], env: dict[str, str], server: ServerProcess, latency: float,
+                          concurrency: int, cache_dir: Path) -> TwoRuns:
+    import subprocess
+
+    timings, requests, spans, outputs = [], [], [], []
+    for _ in ("first", "rerun"):
+        before = server.stats()
+        started = time.perf_counter()
+        done = subprocess.run(command, env=env, capture_output=True, text=True, check=False, cwd=REPO)
+        timings.append(time.perf_counter() - started)
+        if done.returncode != 0:
+            raise RuntimeError(f"{' '.join(command[2:5])} failed: {done.stderr[-2000:]}")
+        after = server.stats()
+        requests.append(after["requests"] - before["requests"])
+        arrivals = after["arrivals"][len(before["arrivals"]):]
+        spans.append(max(arrivals) - min(arrivals) + latency if arrivals else 0.0)
+        outputs.append(done.stdout)
+    client = JudgeClient(JudgeConfig(base_url=server.base_url, api_key="bench", model="test-judge",
+                                     cache_path=cache_dir / "client.sqlite", max_concurrency=concurrency))
+    started = time.perf_counter()
+    client.judge_many(text_items(requests[0]), lambda reply: reply.content, judge_version="bench/1")
+    client_seconds = time.perf_counter() - started
+    client.close()
+    return TwoRuns((timings[0], timings[1]), (requests[0], requests[1]), spans[0], outputs[0], client_seconds)
+
+
 @benchmark("arena_judging")
 def arena_judging() -> Section:
     """Issue 49: `capjudge arena` judges at the client's speed. VATEX-EVAL's candidates (text-only G-VEval, the
     first 20 clips, all 15 same-clip pairs, both orders: 600 requests) against the 200 ms test server at 32 in
     flight; the client alone on as many requests, same server, same run; then the rerun (0 requests)."""
     import json
-    import subprocess
 
     section = Section("Arena: pairwise judging (both orders) against the client alone")
     vatex = REPO.parent / "shared" / "data" / "vatex_eval" / "vid_cans_score_dict.json"
@@ -371,32 +408,16 @@ def arena_judging() -> Section:
                "HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1"}
         command = [sys.executable, "-m", "capjudge.tasks.cli", "arena", "--task", "gveval_vatex_references",
                    "--candidates", "--limit", str(clips), "--out", str(Path(tmp) / "out"), "--format", "json"]
-        timings, requests, spans = [], [], []
-        for _ in ("first", "rerun"):
-            before = server.stats()
-            started = time.perf_counter()
-            done = subprocess.run(command, env=env, capture_output=True, text=True, check=False, cwd=REPO)
-            timings.append(time.perf_counter() - started)
-            if done.returncode != 0:
-                raise RuntimeError(f"capjudge arena failed: {done.stderr[-2000:]}")
-            json.loads(done.stdout)  # the run's own summary and report: it must be whole
-            after = server.stats()
-            requests.append(after["requests"] - before["requests"])
-            arrivals = after["arrivals"][len(before["arrivals"]):]
-            spans.append(max(arrivals) - min(arrivals) + latency if arrivals else 0.0)
-        client = JudgeClient(JudgeConfig(base_url=server.base_url, api_key="bench", model="test-judge",
-                                         cache_path=Path(tmp) / "client.sqlite", max_concurrency=concurrency))
-        started = time.perf_counter()
-        client.judge_many(text_items(requests[0]), lambda reply: reply.content, judge_version="bench/1")
-        client_seconds = time.perf_counter() - started
-        client.close()
+        runs = run_twice_then_client(command, env, server, latency, concurrency, Path(tmp))
+        json.loads(runs.stdout)  # the run's own summary and report: it must be whole
     section.figures += [
-        Figure("arena_requests", requests[0], "requests", f"{clips} clips x 15 pairs x 2 orders = {clips * 30}"),
-        Figure("arena_rerun_requests", requests[1], "requests", "target 0 (every reply from the cache)"),
-        Figure("arena_run_seconds", timings[0], "s", "the whole command: start, task load, judging, report, files"),
-        Figure("arena_judging_seconds", spans[0], "s", "first request's arrival to the last one's reply"),
-        Figure("arena_client_alone_seconds", client_seconds, "s", f"{requests[0]} requests, {concurrency} in flight"),
-        Figure("arena_judging_vs_client_speed", client_seconds / spans[0], "ratio",
+        Figure("arena_requests", runs.requests[0], "requests", f"{clips} clips x 15 pairs x 2 orders = {clips * 30}"),
+        Figure("arena_rerun_requests", runs.requests[1], "requests", "target 0 (every reply from the cache)"),
+        Figure("arena_run_seconds", runs.seconds[0], "s", "the whole command: start, task load, judging, report, files"),
+        Figure("arena_judging_seconds", runs.judging_seconds, "s", "first request's arrival to the last one's reply"),
+        Figure("arena_client_alone_seconds", runs.client_alone_seconds, "s",
+               f"{runs.requests[0]} requests, {concurrency} in flight"),
+        Figure("arena_judging_vs_client_speed", runs.client_alone_seconds / runs.judging_seconds, "ratio",
                "the arena's requests/s while judging over the client's alone; target ~1"),
     ]
     section.text = ("`capjudge arena --task gveval_vatex_references --candidates --limit 20` against "
@@ -929,7 +950,6 @@ def sensitivity() -> Section:
     flight; the client alone on the same number of requests, same server, same run), a rerun asks none; and
     the statistics over VATEX-EVAL's 18,000 candidates (every perturbation and score) take under 60 s."""
     import json
-    import subprocess
 
     import numpy as np
 
@@ -950,37 +970,19 @@ def sensitivity() -> Section:
                "CAPJUDGE_MAX_CONCURRENCY": str(concurrency), "CAPJUDGE_MSVD_EVAL_JSON": str(msvd)}
         command = [sys.executable, "-m", "capjudge.tasks.cli", "sensitivity", "--task", "gveval_references",
                    "--candidates", "--out", str(Path(tmp) / "out"), "--format", "json"]
-        timings, requests, spans, counts = [], [], [], {}
-        for _ in ("first", "rerun"):
-            before = server.stats()
-            started = time.perf_counter()
-            done = subprocess.run(command, env=env, capture_output=True, text=True, check=False, cwd=REPO)
-            timings.append(time.perf_counter() - started)
-            if done.returncode != 0:
-                raise RuntimeError(f"capjudge sensitivity failed: {done.stderr[-2000:]}")
-            after = server.stats()
-            requests.append(after["requests"] - before["requests"])
-            arrivals = after["arrivals"][len(before["arrivals"]):]
-            # The judging itself: from the first request's arrival to the last one's reply.
-            spans.append(max(arrivals) - min(arrivals) + latency if arrivals else 0.0)
-            counts = counts or json.loads(done.stdout)["counts"]
+        runs = run_twice_then_client(command, env, server, latency, concurrency, Path(tmp))
+        counts = json.loads(runs.stdout)["counts"]
         items, perturbations = counts["items"], counts["perturbations"]
-        # The client alone: the same number of distinct requests, same concurrency, same server.
-        client = JudgeClient(JudgeConfig(base_url=server.base_url, api_key="bench", model="test-judge",
-                                         cache_path=Path(tmp) / "client.sqlite", max_concurrency=concurrency))
-        started = time.perf_counter()
-        client.judge_many(text_items(requests[0]), lambda reply: reply.content, judge_version="bench/1")
-        client_seconds = time.perf_counter() - started
-        client.close()
     section.figures += [
-        Figure("sensitivity_requests", requests[0], "requests",
+        Figure("sensitivity_requests", runs.requests[0], "requests",
                f"{items} items x (1 + {perturbations}) = {items * (1 + perturbations)}, of which {counts['judgments']} "
                "distinct texts (a variant equal to a text already asked for its item is asked once)"),
-        Figure("sensitivity_rerun_requests", requests[1], "requests", "target 0 (every reply from the cache)"),
-        Figure("sensitivity_run_seconds", timings[0], "s", "the whole command: start, task load, judging, statistics, files"),
-        Figure("sensitivity_judging_seconds", spans[0], "s", "first request's arrival to the last one's reply"),
-        Figure("sensitivity_client_alone_seconds", client_seconds, "s", f"{requests[0]} requests, {concurrency} in flight"),
-        Figure("sensitivity_judging_vs_client_speed", client_seconds / spans[0], "ratio",
+        Figure("sensitivity_rerun_requests", runs.requests[1], "requests", "target 0 (every reply from the cache)"),
+        Figure("sensitivity_run_seconds", runs.seconds[0], "s", "the whole command: start, task load, judging, statistics, files"),
+        Figure("sensitivity_judging_seconds", runs.judging_seconds, "s", "first request's arrival to the last one's reply"),
+        Figure("sensitivity_client_alone_seconds", runs.client_alone_seconds, "s",
+               f"{runs.requests[0]} requests, {concurrency} in flight"),
+        Figure("sensitivity_judging_vs_client_speed", runs.client_alone_seconds / runs.judging_seconds, "ratio",
                "the run's judgments/s while judging over the client's alone; target ~1"),
     ]
     # The statistics alone, on synthetic judgments of all 18,000 VATEX-EVAL candidates (clips as clusters).
