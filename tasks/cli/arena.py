@@ -16,7 +16,7 @@ a candidate a model only within its clip; `--pairs-per-clip K` asks the K human 
 The parser only: sources, pairs and judging are capjudge.tasks.runs.arena (through the task's own client, reply
 cache, rate budget, pre-flight and panel), the record capjudge.judges.pairwise.record. Writes
 OUT/arena_<task>.jsonl (checked before the first request; a rerun of the same command replaces its own, from the
-cache) and prints per judge: pairs, pairs with verdicts in both orders, order flips, failed orders; then the
+cache) and prints per judge: pairs, pairs with verdicts in both orders, position-inconsistent verdicts, failed orders; then the
 arena report beside it (capjudge.metrics.arena.verdict_outputs: OUT/arena_<task>.md/.json/.png/.html, position
 bias and rankings; `capjudge report --arena OUT/arena_<task>.jsonl --out DIR` recomputes it without a judge). Exit status:
 2 bad input, 3 above CAPJUDGE_MAX_FAILURE_RATE failed orders (the file is written first).

@@ -53,12 +53,13 @@ def summary_table(task: str, judge: str, models: int, records: Sequence[PairReco
     lines = [f"capjudge arena: task {task}, {judge}; {models} models, {items} items, {counts[0].pairs} pairs, "
              "each asked in both orders",
              "",
-             "| judge | pairs | verdicts in both orders | order flips (overall) | failed orders | requests | from cache |",
+             "| judge | pairs | verdicts in both orders | position-inconsistent (overall) | failed orders | requests | from cache |",
              "|---|---:|---:|---:|---:|---:|---:|"]
     lines += [f"| {r.member} | {r.pairs} | {r.both_orders} | {r.flips} | {r.failed_orders} | {r.requests} | "
               f"{r.cache_hits} |" for r in counts]
-    lines += ["", "An order flip: the overall verdict changed when the captions swapped places (a position-inconsistent "
-              "verdict, a tie for the ranking).", f"Verdicts, both orders and the replies: {path}"]
+    lines += ["", "Position-inconsistent: the overall verdict changed when the captions swapped places (a tie for the "
+              "ranking); the report's order-flipped share counts only the pairs whose winner reversed.",
+              f"Verdicts, both orders and the replies: {path}"]
     return "\n".join(lines)
 
 
