@@ -127,6 +127,25 @@ class ParseFailure:
     data: Mapping[str, Any] = field(default_factory=dict)
 
 
+class ParseOutcome:
+    """`ok`, `failure_kind` and `failure_detail` read off a result's `failure: ParseFailure | None` (a mixin of
+    the frozen result dataclasses whose failure is a ParseFailure: G-VEval's and the pairwise judges')."""
+
+    failure: ParseFailure | None
+
+    @property
+    def ok(self) -> bool:
+        return self.failure is None
+
+    @property
+    def failure_kind(self) -> str | None:
+        return self.failure.kind if self.failure is not None else None
+
+    @property
+    def failure_detail(self) -> str:
+        return self.failure.detail if self.failure is not None else ""
+
+
 @dataclass(frozen=True)
 class Attempt:
     """One HTTP attempt (or cache lookup) and how it ended: 'ok', 'cache_hit', 'http_429', 'http_500',

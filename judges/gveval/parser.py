@@ -22,7 +22,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Literal, Mapping, Sequence
 
-from capjudge.judges.types import JudgeReply, ParseFailure, TokenLogprob, Usage
+from capjudge.judges.types import JudgeReply, ParseFailure, ParseOutcome, TokenLogprob, Usage
 
 Scoring = Literal["expected", "text"]
 
@@ -88,7 +88,7 @@ class DimensionScore:
 
 
 @dataclass(frozen=True)
-class GVEvalResult:
+class GVEvalResult(ParseOutcome):
     """One G-VEval judgment, or an unjudged item carrying its failure (`failure` set, scores None).
 
     `scoring` says which reading the four scores use; in "expected" mode a dimension whose expected value
@@ -110,19 +110,6 @@ class GVEvalResult:
     @property
     def judged(self) -> bool:
         return self.failure is None
-
-    @property
-    def ok(self) -> bool:
-        """The same as `judged`, under the name AnyCap's result uses."""
-        return self.failure is None
-
-    @property
-    def failure_kind(self) -> str | None:
-        return self.failure.kind if self.failure is not None else None
-
-    @property
-    def failure_detail(self) -> str:
-        return self.failure.detail if self.failure is not None else ""
 
     @property
     def explanation(self) -> str | None:

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from capjudge.judges.types import ParseFailure
+from capjudge.judges.types import ParseFailure, ParseOutcome
 
 Verdict = Literal["A", "B", "tie"]
 VERDICTS: tuple[str, ...] = ("A", "B", "tie")
@@ -56,7 +56,7 @@ def verdict_failure(dimensions: tuple[str, ...], found: Mapping[str, str], cut_o
 
 
 @dataclass(frozen=True)
-class PairwiseResult:
+class PairwiseResult(ParseOutcome):
     """One order's judgment: `verdicts` (dimension -> "A" | "B" | "tie", positional, "overall" last), or None
     with `failure` set. `reason` is the judge's own explanation."""
 
@@ -65,18 +65,6 @@ class PairwiseResult:
     reason: str = ""
     raw_reply: str | None = None
     failure: ParseFailure | None = None
-
-    @property
-    def ok(self) -> bool:
-        return self.failure is None
-
-    @property
-    def failure_kind(self) -> str | None:
-        return self.failure.kind if self.failure is not None else None
-
-    @property
-    def failure_detail(self) -> str:
-        return self.failure.detail if self.failure is not None else ""
 
     @property
     def explanation(self) -> str | None:
