@@ -7,6 +7,7 @@ asked in BOTH orders; one verdict record per (item, pair, judge) with both order
     capjudge arena RUN_A RUN_B RUN_C --task gveval --anchors 1 --seed 0 --out results/arena   # vs 1 anchor
     capjudge arena --task gveval_vatex_references --candidates --pairs-per-clip 2 --limit 50 --out results/arena
     capjudge arena ... --dry-run --price-input 2.50 --price-output 10.00   # requests, tokens, cost; sends nothing
+    capjudge arena ... --out results/arena --batch --no-wait   # through the Batch API; the same command again collects
 
 `--candidates`: the task's own rated candidates instead of RUNs (VATEX-EVAL's six per clip): same-clip pairs,
 a candidate a model only within its clip; `--pairs-per-clip K` asks the K human preferences per clip that
@@ -19,7 +20,9 @@ OUT/arena_<task>.jsonl (checked before the first request; a rerun of the same co
 cache) and prints per judge: pairs, pairs with verdicts in both orders, position-inconsistent verdicts, failed orders; then the
 arena report beside it (capjudge.metrics.arena.verdict_outputs: OUT/arena_<task>.md/.json/.png/.html, position
 bias and rankings; `capjudge report --arena OUT/arena_<task>.jsonl --out DIR` recomputes it without a judge). Exit status:
-2 bad input, 3 above CAPJUDGE_MAX_FAILURE_RATE failed orders (the file is written first).
+2 bad input, 3 above CAPJUDGE_MAX_FAILURE_RATE failed orders (the file is written first). With `--batch`, every
+order goes through the Batch API first (OUT/batch/: the state of `capjudge judge --batch`, one per panel member),
+and the verdicts are read from the reply cache once every batch has ended.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from typing import Any
 
 from capjudge.metrics.files.outputs import folder_argument
 from capjudge.tasks import TASKS_DIR
+from capjudge.tasks.cli.batch_flags import add_batch_arguments, batch_options
 from capjudge.tasks.cli.bounds import MAX_ITEMS, MAX_PAIRS_PER_CLIP, MAX_SEED, count_argument
 from capjudge.tasks.runs.judging.estimate import DEFAULT_OUTPUT_TOKENS
 
@@ -67,6 +71,7 @@ def register(groups: Any) -> None:
                    help="only the first N items (with --candidates: clips) with a pair, in the task's order")
     parser.add_argument("--format", choices=("table", "json"), default="table", help="what to print (default table)")
     parser.add_argument("--include-path", type=Path, default=TASKS_DIR, help="task folders (default: capjudge's)")
+    add_batch_arguments(parser, "both orders of every pair")
     dry = parser.add_argument_group("Before a run: what it asks and costs (nothing is sent)")
     dry.add_argument("--dry-run", action="store_true", help="print the pairs, requests, tokens and cost; judge nothing")
     dry.add_argument("--price-input", type=str, help="USD per 1M input tokens")
@@ -112,10 +117,17 @@ def run(args: argparse.Namespace) -> int:
     from capjudge.tasks.runs.judging.estimate import EstimateError
     from capjudge.tasks.runs.judging.stage import JudgeStageError
     from capjudge.tasks.runs.arena.sources import ArenaInputError
+    from capjudge.tasks.runs.judging.batch_stage import BatchStageError
 
     try:
         _check_sources(args)
+        try:
+            batch = batch_options(args)
+        except ValueError as error:
+            raise ArenaInputError(str(error)) from None
         if args.dry_run:
+            if batch is not None:
+                raise ArenaInputError("--dry-run sends nothing: not with --batch (price the orders without it)")
             prices = _prices(args.price_input, args.price_output)
             if not math.isfinite(args.output_tokens) or args.output_tokens < 0:
                 raise EstimateError(f"--output-tokens must be a number >= 0, got {args.output_tokens}")
@@ -124,9 +136,9 @@ def run(args: argparse.Namespace) -> int:
             raise ArenaInputError("--price-input and --price-output go with --dry-run")
         if args.out is None:
             raise ArenaInputError("--out is required: the verdicts (both orders, with the replies) are written there")
-        return _judge(args, writable_folder(args.out))
+        return _judge(args, writable_folder(args.out), batch)
     except (ArenaInputError, JudgeStageError, ConfigError, DatasetError, CaptionsFileError, OutputError, EstimateError,
-            BudgetFileError) as error:
+            BudgetFileError, BatchStageError) as error:
         print(f"capjudge arena: {error}", file=sys.stderr)
         return 2
 
@@ -178,25 +190,40 @@ def _dry_run(args: argparse.Namespace, prices: tuple[float, float] | None) -> in
     return 0
 
 
-def _judge(args: argparse.Namespace, out: Path) -> int:
+def _judge(args: argparse.Namespace, out: Path, batch: Any) -> int:
+    from contextlib import nullcontext
+
+    from capjudge.judges.client.preflight import batch_preflight
     from capjudge.judges.atomic_files import write_replacing
     from capjudge.judges.pairwise.record import arena_file_text
     from capjudge.metrics.arena.verdict_outputs import arena_report
     from capjudge.metrics.arena.verdict_text import verdict_report_json, report_markdown
     from capjudge.tasks.run_outcome import EXIT_STATUS, failure_rate_problem
     from capjudge.tasks.runs.judging.stage import load_judged_task
-    from capjudge.tasks.runs.arena.judging import judge_pairs, member_counts
+    from capjudge.tasks.runs.arena.judging import batch_pairs, judge_pairs, member_counts
+    from capjudge.tasks.runs.judging.batch_stage import cache_only_recorders
     from capjudge.tasks.runs.arena.outputs import FILE_NAME, check_arena_output, arena_summary_json, summary_table
     from capjudge.tasks.runs.sensitivity.judging import judge_label
 
-    task = load_judged_task(args.task, args.include_path)
+    # A --batch run's pre-flight probes the Batch API path, not an online completion (as `capjudge judge --batch`).
+    with batch_preflight() if batch is not None else nullcontext():
+        task = load_judged_task(args.task, args.include_path)
     judge, models, pairs = _planned(args, task)
     command, label = arena_command_line(args), judge_label(task.identity())
     members = [member.name for member in task.who_judges().members]
     path = out / FILE_NAME.format(task=args.task)
     check_arena_output(path, args.task, label, command,
                        [[p.item_id, p.model_a, p.caption_a, p.model_b, p.caption_b, m] for p in pairs for m in members])
-    records = judge_pairs(task, judge, pairs)
+    recorder_for = None
+    if batch is not None:
+        summary = batch_pairs(task, judge, pairs, out / "batch", batch)
+        if summary.open_batches:
+            print(f"capjudge arena: {summary.open_batches} batch(es) still running; run the same command again to "
+                  "collect them (nothing is submitted twice)")
+            return 0
+        if not batch.retry_online:  # the verdicts come from the cache only: nothing is asked online
+            recorder_for = cache_only_recorders(summary)
+    records = judge_pairs(task, judge, pairs, recorder_for)
     write_replacing(path, arena_file_text(args.task, label, command, records))
     report, _ = arena_report(path, out)  # position bias and rankings, read back from the file just written
     counts = member_counts(records, members)

@@ -7,33 +7,14 @@ The parser only: the flags become a `CaptionSource`, `BatchOptions` and a proces
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 from pathlib import Path
 from typing import Any
 
 from capjudge.metrics.files.outputs import folder_argument
 from capjudge.tasks import TASKS_DIR
-from capjudge.tasks.cli.bounds import MAX_BATCH_BYTES, MAX_BATCH_REQUESTS, MAX_PROCESSES, count_argument
-
-
-# Between two status checks of a batch: above 0 (0 would poll the API in a tight loop; a test's local batch
-# server is polled every 0.05 s), at most an hour (batches complete within 24 h; NaN or inf would end in a
-# traceback after the batches were paid for).
-MIN_POLL_SECONDS = 0.01
-MAX_POLL_SECONDS = 3600
-
-
-def poll_seconds(text: str) -> float:
-    """--poll-seconds, checked while the command line is parsed, before anything is submitted."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number of seconds, got {text!r}") from None
-    if not (math.isfinite(value) and MIN_POLL_SECONDS <= value <= MAX_POLL_SECONDS):
-        raise argparse.ArgumentTypeError(
-            f"must be from {MIN_POLL_SECONDS:g} to {MAX_POLL_SECONDS:,} seconds, got {text!r}")
-    return value
+from capjudge.tasks.cli.batch_flags import add_batch_arguments, batch_options
+from capjudge.tasks.cli.bounds import MAX_PROCESSES, count_argument
 
 
 def register(groups: Any) -> None:
@@ -51,17 +32,7 @@ def register(groups: Any) -> None:
                    help="judging processes on this machine (default: one per 32 requests in flight "
                              "(CAPJUDGE_MAX_CONCURRENCY), at most one per core and one per 200 items; "
                              "see capjudge.tasks.runs.judging.processes)")
-    batch = parser.add_argument_group("Batch API (OpenAI / Azure OpenAI): half the price, replies within 24 h")
-    batch.add_argument("--batch", action="store_true", help="judge through the Batch API; rerun the same command to re-attach")
-    batch.add_argument("--no-wait", action="store_true", help="submit (or check) and exit; rerun later to collect")
-    batch.add_argument("--poll-seconds", type=poll_seconds, default=60.0,
-                       help=f"seconds between status checks (default 60; allowed {MIN_POLL_SECONDS:g} to {MAX_POLL_SECONDS:,})")
-    batch.add_argument("--retry-online", action="store_true",
-                       help="ask what the batch left (unparsable replies, failed lines) online instead of in another batch")
-    count_argument(parser, "--batch-max-requests", group=batch, low=1, high=MAX_BATCH_REQUESTS, default=MAX_BATCH_REQUESTS,
-                   help="requests per input file (default: the API's limit)")
-    count_argument(parser, "--batch-max-bytes", group=batch, low=1, high=MAX_BATCH_BYTES, default=MAX_BATCH_BYTES,
-                   help="bytes per input file (default: the API's limit, 200 MB)")
+    add_batch_arguments(parser, "the items")
     parser.set_defaults(func=run)
 
 
@@ -70,18 +41,14 @@ def run(args: argparse.Namespace) -> int:
     from capjudge.judges.client.config import ConfigError
     from capjudge.tasks.run_outcome import EXIT_STATUS, failure_rate_problem
     from capjudge.judges.datasets.items import DatasetError
-    from capjudge.tasks.runs.judging.batch_stage import BatchOptions, BatchStageError
+    from capjudge.tasks.runs.judging.batch_stage import BatchStageError
     from capjudge.tasks.runs.judging.stage import JudgeStageError, caption_source, judge_stage
     from capjudge.models.captions_file import CaptionsFileError
 
-    batch = None
-    if args.batch:
-        from capjudge.judges.client.batch import BatchLimits
-
-        batch = BatchOptions(wait=not args.no_wait, poll_seconds=args.poll_seconds, retry_online=args.retry_online,
-                             limits=BatchLimits(args.batch_max_requests, args.batch_max_bytes))
-    elif args.no_wait or args.retry_online:
-        print("capjudge judge: --no-wait and --retry-online go with --batch", file=sys.stderr)
+    try:
+        batch = batch_options(args)
+    except ValueError as error:
+        print(f"capjudge judge: {error}", file=sys.stderr)
         return 2
     if args.processes is not None and (args.processes < 1 or (args.batch and args.processes > 1)):
         print(f"capjudge judge: --processes {args.processes}: give a number >= 1 (and 1 with --batch, whose "

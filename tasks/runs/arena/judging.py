@@ -8,12 +8,18 @@ of a pair through the judge's pairwise prompt (capjudge.tasks.runs.arena.pairwis
 
 Exactly 2 x pairs requests per member when every reply parses (re-asks when one does not, up to max_tries);
 a rerun asks nothing: every order is a cache hit. One `PairRecord` per (item, pair, member).
+
+With `--batch` the orders go through the OpenAI Batch API first (`batch_pairs`: the judging stage's batch rounds,
+capjudge.tasks.runs.judging.batch_stage, with the orders as its lines), then the records are made from the cache.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import hashlib
+import json
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from capjudge.judges.pairwise.record import OrderVerdict, PairRecord
@@ -27,15 +33,59 @@ def orders_to_ask(pairs: Sequence[PlannedPair]) -> list[tuple[Mapping[str, Any],
     return [(pair.doc, pair.order_key(a_first)) for pair in pairs for a_first in (True, False)]
 
 
-def order_judge(judge: PairwiseJudge, pairs: Sequence[PlannedPair]):
-    """The per-order function `judge_by_members` (and `price_items`) call: (doc, order key, client) -> judgment."""
+def order_judge(judge: PairwiseJudge, pairs: Sequence[PlannedPair],
+                for_order: Callable[[Any, Mapping[str, Any], str], Any] | None = None):
+    """The per-order function `judge_by_members` (and `price_items`) call: (doc, order key, client) -> judgment.
+    `for_order(client, doc, key)`, when given, makes the order's own client of what `client_of` gave (a Batch
+    API line is one order: its recorder is per order, not per item)."""
     shown = {(pair.item_id, pair.order_key(a_first)): pair.shown(a_first) for pair in pairs for a_first in (True, False)}
 
     def judge_one(doc: Mapping[str, Any], key: str, client: Any) -> OrderJudgment:
         first, second = shown[(str(doc["id"]), key)]
-        return judge_order(judge, doc, first, second, client)
+        return judge_order(judge, doc, first, second, client if for_order is None else for_order(client, doc, key))
 
     return judge_one
+
+
+def order_line_id(doc: Mapping[str, Any], key: str) -> str:
+    """One order's id among a run's Batch API lines: the item and a digest of the order (the models' names are
+    anyone's text; the digest keeps the id short and free of separators)."""
+    return f"{doc['id']}/{hashlib.sha256(key.encode('utf-8')).hexdigest()[:16]}"
+
+
+def _judge_orders(task: Any, judge: PairwiseJudge, pairs: Sequence[PlannedPair], recorder_for: Any | None,
+                  description: str) -> Any:
+    """Both orders of every pair by every member: through each member's shared client, or (`recorder_for`, the
+    batch stage's) through a per-order Batch API recorder. Every reply on disk before it returns."""
+    from capjudge.judges.client.registry import shared_client
+    from capjudge.tasks.harness.members import judge_by_members
+
+    who = task.who_judges()
+    if recorder_for is None:
+        client_of, for_order = (lambda member, doc: shared_client(member.config)), None
+    else:
+        client_of = lambda member, doc: member  # noqa: E731 - the order's recorder is made per order, below
+        for_order = lambda member, doc, key: recorder_for(member, order_line_id(doc, key))  # noqa: E731
+    try:
+        return judge_by_members(orders_to_ask(pairs), who.members, order_judge(judge, pairs, for_order), client_of,
+                                workers=None, description=description)
+    finally:
+        for member in who.members:  # every reply on disk before the records are made: a crash loses none
+            shared_client(member.config).flush_cache()
+
+
+def batch_pairs(task: Any, judge: PairwiseJudge, pairs: Sequence[PlannedPair], folder: Path, options: Any) -> Any:
+    """Both orders of every pair through the Batch API (`options`: BatchOptions) into the members' reply caches;
+    the batch stage's summary. The state files name the plan (a digest of every pair), so another plan's
+    state in the same folder is refused, never mixed in."""
+    from capjudge.tasks.runs.judging.batch_stage import run_batches
+
+    plan = json.dumps([[p.item_id, p.model_a, p.caption_a, p.model_b, p.caption_b] for p in pairs], ensure_ascii=False)
+    run = {"task": task.config.task, "arena_orders": str(2 * len(pairs)),
+           "arena_plan": hashlib.sha256(plan.encode("utf-8")).hexdigest()}
+    return run_batches(task, folder, options, run=run, command="capjudge arena --batch",
+                       collect=lambda recorder_for, description: _judge_orders(task, judge, pairs, recorder_for,
+                                                                                description))
 
 
 @dataclass(frozen=True)
@@ -51,20 +101,14 @@ class MemberCounts:
     cache_hits: int  # orders answered from the reply cache
 
 
-def judge_pairs(task: Any, judge: PairwiseJudge, pairs: Sequence[PlannedPair]) -> list[PairRecord]:
-    """Both orders of every pair by every member; one record per (pair, member), pairs in plan order."""
-    from capjudge.judges.client.registry import shared_client
-    from capjudge.tasks.harness.members import judge_by_members
+def judge_pairs(task: Any, judge: PairwiseJudge, pairs: Sequence[PlannedPair],
+                recorder_for: Any | None = None) -> list[PairRecord]:
+    """Both orders of every pair by every member; one record per (pair, member), pairs in plan order.
+    `recorder_for`: after `batch_pairs`, the batch stage's cache-only recorders (nothing asked online)."""
     from capjudge.tasks.harness.prejudge import item_key
 
     who = task.who_judges()
-    try:
-        store = judge_by_members(orders_to_ask(pairs), who.members, order_judge(judge, pairs),
-                                 lambda member, doc: shared_client(member.config), workers=None,
-                                 description=f"capjudge: arena of {task.config.task}")
-    finally:
-        for member in who.members:  # every reply on disk before the records are made: a crash loses none
-            shared_client(member.config).flush_cache()
+    store = _judge_orders(task, judge, pairs, recorder_for, f"capjudge: arena of {task.config.task}")
     records = []
     for pair in pairs:
         a_first = store.take(item_key(pair.doc, pair.order_key(True)))

@@ -128,15 +128,36 @@ class _MemberBatches:
     state: BatchState
 
 
+# What a collect pass is given: recorder_for(member, line_id) is the client through which the member asks the
+# request `line_id` names (the item id in the judging stage; item and order in the arena): unique in the run,
+# the same in every run of the same command, since a batch line's custom_id is made from it.
+RecorderFor = Callable[[Any, str], BatchRecorder]
+# collect(recorder_for, description): judge everything once through those clients (a judging stage's items, an
+# arena's orders); what it returns is not used.
+Collect = Callable[[RecorderFor, str], Any]
+
+
+def items_collect(task: Any, items: Sequence[tuple[Mapping[str, Any], str]]) -> tuple[Collect, dict[str, str]]:
+    """The judging stage's collect pass (every (doc, caption) item by every member, its line id the item id)
+    and the run its state files name."""
+    return (lambda recorder_for, description: task.judge_all(
+        items, client_for=lambda member, doc: recorder_for(member, str(doc["id"])), description=description),
+        {"task": task.config.task, "items": str(len(items))})
+
+
 def run_batches(
     task: Any,
-    items: Sequence[tuple[Mapping[str, Any], str]],
     folder: Path,
     options: BatchOptions,
+    *,
+    collect: Collect,
+    run: Mapping[str, str],
     say: Callable[[str], None] = print,
+    command: str = "capjudge judge --batch",
 ) -> BatchSummary:
-    """Fill the reply cache of every member of the task's judges for `items` through the Batch API (see the
-    module docstring)."""
+    """Fill the reply cache of every member of the task's judges, for what `collect` asks, through the Batch API
+    (see the module docstring). `run` names the run in each member's state file, beside the member's model and
+    endpoint; `command` starts each printed line."""
     from capjudge.judges.client.registry import shared_client
 
     who = task.who_judges()
@@ -148,13 +169,12 @@ def run_batches(
         # Error texts from the API go into the state file and onto the screen: redacted as the online path does.
         api = BatchApi(client.sdk, endpoint=client.backend.batch_endpoint, redact=client.redact)
         state = BatchState.open(who.batch_folder(folder, member) / STATE_FILE, {
-            "task": task.config.task, "items": str(len(items)), "model": str(member.identity["model"]),
-            "endpoint": str(member.identity["endpoint"]),
+            **run, "model": str(member.identity["model"]), "endpoint": str(member.identity["endpoint"]),
         })
         by_member[member.name] = _MemberBatches(client, api, state)
     submitted = lines = 0
     for _ in range(MAX_ROUNDS):
-        still_open = sum(_finish_open(m.state, m.api, m.client, options, say) for m in by_member.values())
+        still_open = sum(_finish_open(m.state, m.api, m.client, options, say, command) for m in by_member.values())
         if still_open:
             return BatchSummary(submitted, lines, still_open, _given_up(by_member))
         if options.retry_online and submitted:
@@ -162,9 +182,9 @@ def run_batches(
         writers = {name: BatchInputWriter(m.state.path.parent, f"input_round{m.state.data['round']}", m.api.endpoint,
                                           options.limits) for name, m in by_member.items()}
         given_up = _given_up(by_member)
-        task.judge_all(items, client_for=lambda member, doc: BatchRecorder(
-            by_member[member.name].client, writers[member.name], str(doc["id"]), given_up[member.name]),
-            description=f"capjudge: collecting batch requests for {task.config.task}")
+        collect(lambda member, line_id: BatchRecorder(
+            by_member[member.name].client, writers[member.name], line_id, given_up[member.name]),
+            f"capjudge: collecting batch requests for {task.config.task}")
         files = {name: writer.close() for name, writer in writers.items()}
         if not any(files.values()):
             break
@@ -173,7 +193,7 @@ def run_batches(
                 continue
             state = by_member[name].state
             for path, refs in member_files:
-                _submit(state, by_member[name].api, path, refs, say)
+                _submit(state, by_member[name].api, path, refs, say, command)
                 submitted += 1
                 lines += len(refs)
             state.data["round"] += 1
@@ -185,7 +205,8 @@ def _given_up(by_member: Mapping[str, _MemberBatches]) -> dict[str, dict[str, st
     return {name: m.state.given_up() for name, m in by_member.items()}
 
 
-def _submit(state: BatchState, api: BatchApi, path: Path, refs: list[LineRef], say: Callable[[str], None]) -> None:
+def _submit(state: BatchState, api: BatchApi, path: Path, refs: list[LineRef], say: Callable[[str], None],
+            command: str) -> None:
     refs_path = path.with_suffix(".refs.json")
     write_replacing(refs_path, json.dumps({ref.custom_id: [ref.key, ref.judge_version] for ref in refs}))
     entry: dict[str, Any] = {"input": path.name, "refs": refs_path.name, "lines": len(refs), "bytes": path.stat().st_size}
@@ -195,7 +216,7 @@ def _submit(state: BatchState, api: BatchApi, path: Path, refs: list[LineRef], s
     state.save()
     _create(entry, api)
     state.save()
-    say(f"capjudge judge --batch: submitted {entry['batch_id']} ({len(refs)} requests, {entry['bytes'] / 1e6:.1f} MB)")
+    say(f"{command}: submitted {entry['batch_id']} ({len(refs)} requests, {entry['bytes'] / 1e6:.1f} MB)")
 
 
 def _create(entry: dict[str, Any], api: BatchApi) -> None:
@@ -207,7 +228,8 @@ def _create(entry: dict[str, Any], api: BatchApi) -> None:
     entry["status"] = status.status
 
 
-def _finish_open(state: BatchState, api: BatchApi, client: Any, options: BatchOptions, say: Callable[[str], None]) -> int:
+def _finish_open(state: BatchState, api: BatchApi, client: Any, options: BatchOptions, say: Callable[[str], None],
+                 command: str) -> int:
     """Poll every open batch until it ends (or once each, without waiting); download what ended. Returns how
     many are still running."""
     entries = state.open_entries()
@@ -224,11 +246,11 @@ def _finish_open(state: BatchState, api: BatchApi, client: Any, options: BatchOp
         for entry in list(running):
             status = api.retrieve(entry["batch_id"])
             if last_seen.get(entry["batch_id"]) != status.describe():
-                say(f"capjudge judge --batch: {status.describe()}")
+                say(f"{command}: {status.describe()}")
                 last_seen[entry["batch_id"]] = status.describe()
             entry["status"] = status.status
             if status.terminal:
-                _download(state, entry, status, api, client, say)
+                _download(state, entry, status, api, client, say, command)
                 running.remove(entry)
             state.save()
         if running and not options.wait:
@@ -239,7 +261,7 @@ def _finish_open(state: BatchState, api: BatchApi, client: Any, options: BatchOp
 
 
 def _download(state: BatchState, entry: dict[str, Any], status: BatchStatus, api: BatchApi, client: Any,
-              say: Callable[[str], None]) -> None:
+              say: Callable[[str], None], command: str) -> None:
     refs = json.loads((state.path.parent / entry["refs"]).read_text(encoding="utf-8"))
     answered: set[str] = set()
     stored = failed = 0
@@ -274,14 +296,20 @@ def _download(state: BatchState, entry: dict[str, Any], status: BatchStatus, api
         state.fail_line(custom_id, f"batch {status.id} ended {status.status} before answering it")
     entry["downloaded"] = True
     entry["replies"], entry["failed_lines"], entry["unanswered"] = stored, failed, len(unanswered)
-    say(f"capjudge judge --batch: {status.id} {status.status}: {stored} replies cached, {failed} lines failed"
+    say(f"{command}: {status.id} {status.status}: {stored} replies cached, {failed} lines failed"
         + (f", {len(unanswered)} not answered (submitted again)" if unanswered else ""))
 
 
-def cache_only_clients(summary: BatchSummary) -> Callable[[Any, Mapping[str, Any]], BatchRecorder]:
-    """The final pass's per-item clients (`client_for(member, doc)`): every reply from the member's cache,
-    nothing asked online; a line the Batch API failed too often comes back as `request_failed` with its error."""
+def cache_only_recorders(summary: BatchSummary) -> RecorderFor:
+    """The final pass's clients (`recorder_for(member, line_id)`): every reply from the member's cache, nothing
+    asked online; a line the Batch API failed too often comes back as `request_failed` with its error."""
     from capjudge.judges.client.registry import shared_client
 
-    return lambda member, doc: BatchRecorder(shared_client(member.config), None, str(doc["id"]),
-                                             summary.given_up.get(member.name, {}))
+    return lambda member, line_id: BatchRecorder(shared_client(member.config), None, line_id,
+                                                 summary.given_up.get(member.name, {}))
+
+
+def cache_only_clients(summary: BatchSummary) -> Callable[[Any, Mapping[str, Any]], BatchRecorder]:
+    """The judging stage's final pass: `client_for(member, doc)`, the item id as the line id."""
+    recorder_for = cache_only_recorders(summary)
+    return lambda member, doc: recorder_for(member, str(doc["id"]))

@@ -215,9 +215,10 @@ def judge_stage(
     items = [(doc, caption) for _, doc, caption in paired]
     client_for = None
     if batch is not None:
-        from capjudge.tasks.runs.judging.batch_stage import cache_only_clients, run_batches
+        from capjudge.tasks.runs.judging.batch_stage import cache_only_clients, items_collect, run_batches
 
-        summary = run_batches(task, items, folder / "batch", batch)
+        collect, run = items_collect(task, items)
+        summary = run_batches(task, folder / "batch", batch, collect=collect, run=run)
         if summary.open_batches:
             return StageOutcome(None, 0, len(items), summary.open_batches)
         if not batch.retry_online:  # the final pass reads the cache only: nothing is asked online
