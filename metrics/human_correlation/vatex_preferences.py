@@ -55,6 +55,8 @@ class ArenaCoverage:
     n_covered: int  # compared pairs the file has a record of (for every judge or member in it)
     n_failed: int  # of those, pairs with an order that failed (any judge or member): counted missing
     rows: tuple[Agreement, ...] = ()  # every row again on the covered pairs alone (when they are not all)
+    # When it covers only part: the file's own pair sampling, when it is not this table's (else "").
+    other_sampling: str = ""
 
 
 @dataclass(frozen=True)
@@ -117,9 +119,40 @@ def _coverage(pairs: HumanPairs, scorers: Sequence[tuple[str, np.ndarray]], aren
                          f"compared ({sampled}); it was made by `{arena.command[:200]}`: give this command the same "
                          "--pairs-per-clip and --seed")
     failed = sum(any(v.get(pair.key) is None for v in arena.by_member.values()) for pair in covered)
-    rows = () if len(covered) == len(pairs.pairs) else _rows(replace(pairs, pairs=tuple(covered)), scorers, arena,
-                                                              settings)
-    return ArenaCoverage(arena.source, arena.judge, arena.command, len(covered), failed, rows)
+    if len(covered) == len(pairs.pairs):
+        return ArenaCoverage(arena.source, arena.judge, arena.command, len(covered), failed)
+    rows = _rows(replace(pairs, pairs=tuple(covered)), scorers, arena, settings)
+    return ArenaCoverage(arena.source, arena.judge, arena.command, len(covered), failed, rows,
+                         _other_sampling(arena.command, pairs_per_clip, seed))
+
+
+def _other_sampling(command: str, pairs_per_clip: int | None, seed: int) -> str:
+    """What the verdict file's command drew (its --pairs-per-clip and --seed, as `capjudge arena` records them),
+    said when it is not what this table drew: the likely reason it covers only part. "" when the same, or when
+    the command does not say (a file made otherwise is read the same way; its coverage is shown either way)."""
+    import shlex
+
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return ""
+
+    def flag(name: str) -> str | None:
+        return words[words.index(name) + 1] if name in words[:-1] else None
+
+    theirs_k, theirs_seed = flag("--pairs-per-clip"), flag("--seed")
+    if theirs_seed is None:
+        return ""
+    ours_k = None if pairs_per_clip is None else str(pairs_per_clip)
+    same = theirs_k == ours_k and (theirs_k is None or theirs_seed == str(seed))
+    if same:
+        return ""
+
+    def drew(k: str | None, at: str) -> str:
+        return "every same-clip pair" if k is None else f"--pairs-per-clip {k} --seed {at}"
+
+    return (f"the verdict file drew {drew(theirs_k, theirs_seed)}, this table {drew(ours_k, str(seed))}: give both "
+            "commands the same to compare on the same pairs")
 
 
 def preference_lines(table: PreferenceTable) -> list[str]:
@@ -141,6 +174,8 @@ def preference_lines(table: PreferenceTable) -> list[str]:
         lines.append(f"- The pairwise judge: {arena.source} ({arena.judge}) covers {arena.n_covered:,} of the "
                      f"{table.n_compared:,} pairs compared ({arena.n_failed:,} of them with an order that failed); a "
                      "pair not covered or with a failed order is missing, a verdict that flips with the order a tie.")
+        if arena.other_sampling:
+            lines.append(f"- Only part covered: {arena.other_sampling}.")
         if arena.rows:
             lines += ["", f"On the {arena.n_covered:,} pairs the verdict file covers:", "", *_row_lines(arena.rows)]
     return lines

@@ -138,6 +138,23 @@ def test_a_file_covering_part_of_the_compared_pairs_says_so_and_compares_on_its_
     assert (f"- The pairwise judge: {files['human']} (gveval judge, model human) covers {len(compared):,} of the "
             f"{table['n_compared']:,} pairs compared (0 of them with an order that failed)") in text.stdout
     assert f"On the {len(compared):,} pairs the verdict file covers:" in text.stdout
+    assert "Only part covered" not in text.stdout  # the same K and seed: the clips it lacks are why
+
+
+@pytest.mark.parametrize("ours", [["--pairs-per-clip", str(K), "--seed", str(SEED + 1)], ["--seed", str(SEED)]])
+def test_a_verdict_file_drawn_with_another_k_or_seed_says_so(made, ours):
+    # The file was drawn with --pairs-per-clip K --seed SEED; this table with another seed, or every pair.
+    root, data, candidates, files = made
+    done = _vatex(data, "--arena-verdicts", str(files["human"]), "--resamples", "0", *ours)
+    assert done.returncode == 0, done.stderr[-3000:]
+    table = json.loads(_vatex(data, "--arena-verdicts", str(files["human"]), "--resamples", "0", "--format", "json",
+                              *ours).stdout)["preferences"]
+    assert table["arena"]["n_covered"] < table["n_compared"]  # the premise: it covers only part
+    theirs = f"--pairs-per-clip {K} --seed {SEED}"
+    mine = "every same-clip pair" if "--pairs-per-clip" not in ours else f"--pairs-per-clip {K} --seed {SEED + 1}"
+    assert (f"- Only part covered: the verdict file drew {theirs}, this table {mine}: give both commands the same to "
+            "compare on the same pairs.") in done.stdout
+    assert table["arena"]["other_sampling"].startswith(f"the verdict file drew {theirs}")
 
 
 def test_bad_verdict_files_are_one_line_and_exit_2(made, tmp_path):
