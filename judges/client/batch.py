@@ -49,6 +49,10 @@ class LineRef:
     judge_version: str
 
 
+class BatchLineTooLarge(ValueError):
+    """One request is larger than a batch input file may be: no file can hold it (raised before any upload)."""
+
+
 def custom_id(item_id: str, sample_index: int) -> str:
     return f"{item_id}#{sample_index}"
 
@@ -78,7 +82,8 @@ class BatchInputWriter:
         line = (json.dumps({"custom_id": ref.custom_id, "method": "POST", "url": self.endpoint, "body": wire_body(body)},
                            ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
         if len(line) > self.limits.max_bytes:
-            raise ValueError(f"{ref.custom_id}: one request line is {len(line)} bytes, over the batch file limit {self.limits.max_bytes}")
+            raise BatchLineTooLarge(f"{ref.custom_id}: one request line is {len(line):,} bytes, over the batch file "
+                                    f"limit of {self.limits.max_bytes:,}")
         with self._lock:
             if (self._handle is None or len(self.refs[-1]) >= self.limits.max_requests
                     or self._sizes[-1] + len(line) > self.limits.max_bytes):

@@ -170,12 +170,40 @@ def read_arena_file(path: Path) -> tuple[ArenaHeader, tuple[PairRecord, ...]]:
         raise ArenaFileError(f"arena file {path}: its records do not match the hash in its header: the file was "
                              "edited after capjudge wrote it; rerun `capjudge arena` (its replies are cached)")
     records = tuple(_record(path, number, line) for number, line in enumerate(body.splitlines(), 2))
+    _check_together(path, records)
     if len(records) != header["records"]:
         raise ArenaFileError(f"arena file {path}: {len(records)} records, its header says {header['records']}")
     stamp = arena_stamp(fields["task"], fields["judge"], fields["command"], (r.stamp_key() for r in records))  # type: ignore[arg-type]
     if stamp != fields["stamp"]:
         raise ArenaFileError(f"arena file {path}: its stamp does not match its records: edited after capjudge wrote it")
     return ArenaHeader(records=header["records"], **fields), records  # type: ignore[arg-type]
+
+
+def _check_together(path: Path, records: Sequence[PairRecord]) -> None:
+    """What no single line shows: every record of one judge (name, prompt version, dimensions), one cluster per
+    item, no pair of a model with itself, no pair twice (in either order) for one member. A file that passes its
+    hashes yet breaks one of these was rewritten with its hashes made again: one line naming the first record
+    that breaks it, never a traceback from the statistics or a silent pick of one of two verdicts."""
+    first = records[0] if records else None
+    clusters: dict[str, str] = {}
+    seen: set[tuple[str, str, str, str]] = set()
+    for number, record in enumerate(records, 2):
+        where = f"arena file {path}, line {number}"
+        if first is not None and (record.judge, record.judge_version, record.dimensions) != (
+                first.judge, first.judge_version, first.dimensions):
+            raise ArenaFileError(f"{where}: judge {record.judge!r} ({record.judge_version}, {', '.join(record.dimensions)}) "
+                                 f"is not the file's ({first.judge!r}, {first.judge_version}, "
+                                 f"{', '.join(first.dimensions)}): one file holds one judge's verdicts")
+        if clusters.setdefault(record.item_id, record.cluster) != record.cluster:
+            raise ArenaFileError(f"{where}: item {record.item_id!r} is in cluster {record.cluster!r} here and "
+                                 f"{clusters[record.item_id]!r} before: an item has one cluster")
+        if record.model_a == record.model_b:
+            raise ArenaFileError(f"{where}: model {record.model_a!r} paired with itself")
+        pair = (record.item_id, record.member, *sorted((record.model_a, record.model_b)))
+        if pair in seen:
+            raise ArenaFileError(f"{where}: item {record.item_id!r}, {record.model_a!r} and {record.model_b!r} "
+                                 f"judged by {record.member!r} a second time")
+        seen.add(pair)
 
 
 def _count(value: Any) -> bool:
@@ -195,8 +223,9 @@ def _record(path: Path, number: int, line: str) -> PairRecord:
         dimensions = tuple(document["dimensions"])
         if not dimensions or dimensions[-1] != OVERALL or not all(isinstance(d, str) for d in dimensions):
             raise TypeError(f"dimensions must end with {OVERALL!r}")
-        if not isinstance(document.get("length"), dict):
-            raise TypeError("length must be an object")
+        length = document.get("length")
+        if not isinstance(length, dict) or not all(_count(length.get(name)) for name in ("words_a", "words_b")):
+            raise TypeError("length must be an object with words_a and words_b, each a count of words")
         orders = [_order(document[name], dimensions) for name in ("a_first", "b_first")]
     except (DuplicateKey, ValueError, RecursionError, KeyError, TypeError) as error:
         raise ArenaFileError(f"{where}: not an arena record ({error})") from None

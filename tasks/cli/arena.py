@@ -210,7 +210,7 @@ def _judge(args: argparse.Namespace, out: Path, batch: Any) -> int:
         task = load_judged_task(args.task, args.include_path)
     judge, models, pairs = _planned(args, task)
     command, label = arena_command_line(args), judge_label(task.identity())
-    members = [member.name for member in task.who_judges().members]
+    members = task.who_judges().record_members()
     path = out / FILE_NAME.format(task=args.task)
     check_arena_output(path, args.task, label, command,
                        [[p.item_id, p.model_a, p.caption_a, p.model_b, p.caption_b, m] for p in pairs for m in members])

@@ -16,7 +16,7 @@ empty" but a panel whose combination is the identity. Each class states its own 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -25,9 +25,11 @@ from typing import Any
 from capjudge.judges.client.config import ConfigError, JudgeConfig
 from capjudge.judges.client.panel import ONE_JUDGE, Panel, configured_panel
 from capjudge.judges.descriptor import JudgeDescriptor
+from capjudge.judges.pairwise.record import PairRecord
 from capjudge.judges.types import ParseFailure
 from capjudge.tasks.harness.item_judgment import ItemJudgment
 from capjudge.tasks.harness.members import Member
+from capjudge.tasks.harness.panel_pairwise import COMBINED, combined_record
 from capjudge.tasks.harness.panel_judging import (
     panel_aggregations,
     panel_higher_is_better,
@@ -109,6 +111,15 @@ class WhoJudges:
         learned there and sends nothing: no key is read, so a member whose key variable is unset is still here."""
         raise NotImplementedError
 
+    def pair_records(self, members: Sequence[PairRecord]) -> list[PairRecord]:
+        """`capjudge arena`'s records of one pair, from its members' (in member order): what the verdict file
+        holds of it."""
+        raise NotImplementedError
+
+    def record_members(self) -> list[str]:
+        """Who the records of one pair are by, in `pair_records`' order."""
+        raise NotImplementedError
+
 
 class OneJudge(WhoJudges):
     """One judge (the environment's: OPENAI_BASE_URL, MODEL_VERSION, ...): a panel of one whose combination is
@@ -155,6 +166,12 @@ class OneJudge(WhoJudges):
             return ((ONE_JUDGE, JudgeConfig.from_env(require_key=False).with_overrides(api_key=None, require_key=False)),)
         except ConfigError:
             return ()  # no judge a run could build (a run refuses it with this error): no folder of its to read
+
+    def pair_records(self, members: Sequence[PairRecord]) -> list[PairRecord]:
+        return list(members)
+
+    def record_members(self) -> list[str]:
+        return [member.name for member in self.members]
 
 
 class PanelOfJudges(WhoJudges):
@@ -217,6 +234,13 @@ class PanelOfJudges(WhoJudges):
 
     def keyless_configs(self) -> tuple[tuple[str, JudgeConfig], ...]:
         return tuple((m.name, m.keyless) for m in self.panel.members if m.keyless is not None)
+
+    def pair_records(self, members: Sequence[PairRecord]) -> list[PairRecord]:
+        # The panel's own verdict of the pair beside its members' (capjudge.tasks.harness.panel_pairwise).
+        return [*members, combined_record(members, self.panel.quorum, str(self.identity["model"]))]
+
+    def record_members(self) -> list[str]:
+        return [*(member.name for member in self.members), COMBINED]
 
 
 def who_judges(settings: Any, metadata: Mapping[str, Any] | None, *, configs: bool = True) -> WhoJudges:

@@ -85,7 +85,13 @@ def _clean_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     """This environment without anything that would put the checkout on the path of the installed package."""
     dropped = ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME",
                # A user's shell with no judge configured: nothing below may need a key.
-               "OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_API_URL", "MODEL_VERSION", "API_TYPE", "CAPJUDGE_CACHE")
+               "OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_API_URL", "MODEL_VERSION", "API_TYPE", "CAPJUDGE_CACHE",
+               # Python's default is to write bytecode caches, and a user's machine does. This machine sets
+               # PYTHONDONTWRITEBYTECODE=1, and the venv is installed --no-compile, so without this every launch
+               # in it compiled the sources of torch, transformers and lmms-eval again: importing lmms-eval
+               # took 26 CPU-s there against 9 in the project's venv. Each launch now compiles only what no
+               # earlier one did, as on a user's machine.
+               "PYTHONDONTWRITEBYTECODE")
     env = {key: value for key, value in os.environ.items() if key not in dropped}
     return env | {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"} | (extra or {})
 

@@ -7,7 +7,8 @@ with the progress bar; every reply on disk before it returns). Only the per-item
 of a pair through the judge's pairwise prompt (capjudge.tasks.runs.arena.pairwise_judges).
 
 Exactly 2 x pairs requests per member when every reply parses (re-asks when one does not, up to max_tries);
-a rerun asks nothing: every order is a cache hit. One `PairRecord` per (item, pair, member).
+a rerun asks nothing: every order is a cache hit. One `PairRecord` per (item, pair, member), and with a panel
+one more, the panel's own verdict from its members' (capjudge.tasks.harness.panel_pairwise).
 
 With `--batch` the orders go through the OpenAI Batch API first (`batch_pairs`: the judging stage's batch rounds,
 capjudge.tasks.runs.judging.batch_stage, with the orders as its lines), then the records are made from the cache.
@@ -115,11 +116,12 @@ def judge_pairs(task: Any, judge: PairwiseJudge, pairs: Sequence[PlannedPair],
         b_first = store.take(item_key(pair.doc, pair.order_key(False)))
         assert a_first is not None and b_first is not None, "judge_by_members judged every order"
         length = judge.length(pair.doc, pair.caption_a, pair.caption_b)
-        for member in who.members:
-            records.append(PairRecord(
-                pair.item_id, pair.cluster, pair.model_a, pair.model_b, pair.caption_a, pair.caption_b,
-                judge.settings.judge_name, member.name, str(member.identity.get("model")), judge.version,
-                judge.dimensions, _order(a_first[member.name], True), _order(b_first[member.name], False), length))
+        mine = [PairRecord(
+            pair.item_id, pair.cluster, pair.model_a, pair.model_b, pair.caption_a, pair.caption_b,
+            judge.settings.judge_name, member.name, str(member.identity.get("model")), judge.version,
+            judge.dimensions, _order(a_first[member.name], True), _order(b_first[member.name], False), length)
+            for member in who.members]
+        records += who.pair_records(mine)  # with a panel, also the panel's own verdict from its members'
     return records
 
 

@@ -18,6 +18,7 @@ from capjudge.judges.pairwise.record import ArenaFileError, PairRecord, arena_st
 from capjudge.metrics.arena.verdict_outputs import check_report_files, report_files
 from capjudge.metrics.sensitivity.outputs import Found, check_outputs
 from capjudge.tasks.runs.arena.judging import MemberCounts
+from capjudge.tasks.harness.panel_pairwise import COMBINED
 
 FILE_NAME = "arena_{task}.jsonl"
 
@@ -58,8 +59,11 @@ def summary_table(task: str, judge: str, models: int, records: Sequence[PairReco
     lines += [f"| {r.member} | {r.pairs} | {r.both_orders} | {r.flips} | {r.failed_orders} | {r.requests} | "
               f"{r.cache_hits} |" for r in counts]
     lines += ["", "Position-inconsistent: the overall verdict changed when the captions swapped places (a tie for the "
-              "ranking); the report's order-flipped share counts only the pairs whose winner reversed.",
-              f"Verdicts, both orders and the replies: {path}"]
+              "ranking); the report's order-flipped share counts only the pairs whose winner reversed."]
+    if any(r.member == COMBINED for r in counts):
+        lines.append(f"{COMBINED}: the panel's own verdict per order, its members' majority (a split is a tie; below "
+                     "the quorum, a failed order); its requests are its members'.")
+    lines.append(f"Verdicts, both orders and the replies: {path}")
     return "\n".join(lines)
 
 

@@ -41,6 +41,7 @@ from capjudge.judges.client.batch import (
     BatchApi,
     BatchInputWriter,
     BatchLimits,
+    BatchLineTooLarge,
     BatchRecorder,
     BatchStatus,
     LineRef,
@@ -182,9 +183,13 @@ def run_batches(
         writers = {name: BatchInputWriter(m.state.path.parent, f"input_round{m.state.data['round']}", m.api.endpoint,
                                           options.limits) for name, m in by_member.items()}
         given_up = _given_up(by_member)
-        collect(lambda member, line_id: BatchRecorder(
-            by_member[member.name].client, writers[member.name], line_id, given_up[member.name]),
-            f"capjudge: collecting batch requests for {task.config.task}")
+        try:
+            collect(lambda member, line_id: BatchRecorder(
+                by_member[member.name].client, writers[member.name], line_id, given_up[member.name]),
+                f"capjudge: collecting batch requests for {task.config.task}")
+        except BatchLineTooLarge as error:  # nothing of this round is uploaded: its files are written again
+            raise BatchStageError(f"{error}: give --batch-max-bytes at least that (the API's own limit is "
+                                  f"{BatchLimits().max_bytes:,} bytes); nothing was submitted") from None
         files = {name: writer.close() for name, writer in writers.items()}
         if not any(files.values()):
             break

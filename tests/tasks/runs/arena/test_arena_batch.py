@@ -105,7 +105,7 @@ def test_a_panel_batches_each_members_orders_through_its_own_state(tmp_path):
     states = _states(tmp_path / "out")
     assert {state["run"]["model"] for state in states.values()} == {"first", "fair"}
     _, records = read_arena_file(tmp_path / "out" / f"arena_{TASK}.jsonl")
-    assert {r.member: r.flipped() for r in records} == {"first": True, "fair": False}
+    assert {r.member: r.flipped() for r in records} == {"first": True, "fair": False, "combined panel": True}
 
 
 @pytest.mark.parametrize(("args", "problem"), [
@@ -114,6 +114,8 @@ def test_a_panel_batches_each_members_orders_through_its_own_state(tmp_path):
     (["--batch", "--dry-run"], "--dry-run sends nothing: not with --batch"),
     (["--batch", "--poll-seconds", "nan"], "--poll-seconds"),
     (["--batch", "--batch-max-requests", "0"], "--batch-max-requests"),
+    # A request larger than a file may be: refused once the first one is rendered, nothing uploaded.
+    (["--batch", "--batch-max-bytes", "1"], "bytes, over the batch file limit of 1: give --batch-max-bytes at least"),
 ])
 def test_bad_batch_flags_are_one_line_and_exit_2_before_any_request(tmp_path, args, problem):
     with judge_server(responder=PairwiseWorld().respond) as server:

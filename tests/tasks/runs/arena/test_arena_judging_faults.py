@@ -68,10 +68,47 @@ def test_a_panel_of_two_judges_gives_one_record_per_member_each_asked_both_order
         assert sorted(entry.body["model"] for entry in server.log) == ["fair"] * 12 + ["first"] * 12
     assert _row(done.stdout, "first") == "| first | 6 | 6 | 6 | 0 | 12 | 0 |"
     assert _row(done.stdout, "fair") == "| fair | 6 | 6 | 0 | 0 | 12 | 0 |"
+    # The panel's own verdict: both members say A when A is shown first; when B is, the always-first member
+    # says B and the fair one A: a split panel, a tie. So every pair is position-inconsistent for the panel.
+    assert _row(done.stdout, "combined panel") == "| combined panel | 6 | 6 | 6 | 0 | 0 | 0 |"
     header, records = read_arena_file(tmp_path / "out" / f"arena_{TASK}.jsonl")
     assert header.judge == "gveval judge, model panel(first,fair)"
     assert [(r.item_id, r.model_a, r.model_b, r.member) for r in records][:4] == [
         ("g01", "captions_good", "captions_fair", "first"), ("g01", "captions_good", "captions_fair", "fair"),
-        ("g01", "captions_good", "captions_poor", "first"), ("g01", "captions_good", "captions_poor", "fair")]
-    assert {r.member: r.judge_model for r in records} == {"first": "first", "fair": "fair"}
-    assert all(r.b_first.verdicts["overall"] == ("B" if r.member == "first" else "A") for r in records)
+        ("g01", "captions_good", "captions_fair", "combined panel"), ("g01", "captions_good", "captions_poor", "first")]
+    assert {r.member: r.judge_model for r in records} == {"first": "first", "fair": "fair",
+                                                          "combined panel": "panel(first,fair)"}
+    members = [r for r in records if r.member != "combined panel"]
+    assert all(r.b_first.verdicts["overall"] == ("B" if r.member == "first" else "A") for r in members)
+    combined = [r for r in records if r.member == "combined panel"]
+    assert len(combined) == 6 and all(r.a_first.verdicts == dict.fromkeys(r.dimensions, "A") for r in combined)
+    assert all(r.b_first.verdicts == dict.fromkeys(r.dimensions, "tie") for r in combined)
+    assert all(o.requests == 0 and o.reply is None for r in combined for o in (r.a_first, r.b_first))
+    # The report measures the panel as it measures a judge: consistency 0, every pair a tie for its ranking.
+    report = json.loads((tmp_path / "out" / f"arena_{TASK}.json").read_text(encoding="utf-8"))
+    (panel_report,) = [m for m in report["judges"] if m["judge"] == "combined panel"]
+    assert panel_report["position_bias"]["overall"]["position_consistency"]["value"] == 0.0
+
+
+@pytest.mark.parametrize(("quorum", "expected"), [(1, "fair's verdicts"), (2, "below quorum")])
+def test_a_panel_member_that_never_answers_leaves_the_panel_to_its_quorum(tmp_path, quorum, expected):
+    world = PairwiseWorld()
+    with judge_server(responder=world.respond) as server:
+        panel = tmp_path / "panel.json"
+        panel.write_text(json.dumps({"quorum": quorum, "members": [
+            {"name": name, "model": name, "base_url": server.base_url} for name in ("fair", "mute")]}))
+        done = arena(tmp_path, server, "fair", "--task", TASK, *caption_flags("good", "poor"), "--limit", "1", "--out",
+                     str(tmp_path / "out"), env={"CAPJUDGE_PANEL": str(panel), "CAPJUDGE_MAX_FAILURE_RATE": "1"})
+        assert done.returncode == 0, done.stderr[-3000:]
+    _, records = read_arena_file(tmp_path / "out" / f"arena_{TASK}.jsonl")
+    by = {r.member: r for r in records}
+    assert set(by) == {"fair", "mute", "combined panel"} and not by["mute"].a_first.ok and not by["mute"].b_first.ok
+    combined = by["combined panel"]
+    if expected == "fair's verdicts":  # one voting member makes the quorum of 1: the panel says what it says
+        assert (combined.a_first.verdicts, combined.b_first.verdicts) == (by["fair"].a_first.verdicts,
+                                                                          by["fair"].b_first.verdicts)
+    else:  # never decided by what is left: both orders unjudged, saying who did not judge and why
+        for order in (combined.a_first, combined.b_first):
+            assert order.verdicts is None and order.failure == "panel_below_quorum"
+            assert "1 of 2 panel members gave a verdict, fewer than the quorum of 2 (not judged: mute: missing)" in \
+                order.failure_detail
