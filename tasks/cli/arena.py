@@ -55,12 +55,14 @@ def register(groups: Any) -> None:
     parser.add_argument("--candidates", action="store_true",
                         help="instead of RUNs: the task's own rated candidates, pairs of one clip's (VATEX-EVAL)")
     parser.add_argument("--task", required=True, help="the capjudge task whose items and judge to use")
-    parser.add_argument("--out", type=folder_argument, help="output folder for arena_<task>.jsonl (not with --dry-run)")
+    parser.add_argument("--out", type=folder_argument,
+                        help="output folder for arena_<task>.jsonl (a --dry-run writes nothing there)")
     count_argument(parser, "--pairs-per-clip", low=1, high=MAX_PAIRS_PER_CLIP, metavar="K",
                    help="with --candidates: K of each clip's human preferences, drawn by --seed as capjudge vatex "
                         "draws them (default: every same-clip pair)")
     parser.add_argument("--clip", action="append", default=[], metavar="ID",
-                        help="with --candidates: only this clip (repeatable; default: every clip)")
+                        help="with --candidates: only this clip (repeatable; default: every clip; an id that starts "
+                             "with '-', as some VATEX clip ids do: --clip=ID)")
     count_argument(parser, "--anchors", low=1, high=MAX_ANCHORS,
                    help="each model against K anchor models drawn by --seed, the same on every item (default: all pairs)")
     parser.add_argument("--anchor", action="append", default=[], metavar="NAME",
@@ -186,7 +188,15 @@ def _dry_run(args: argparse.Namespace, prices: tuple[float, float] | None) -> in
         who = task.who_judges()  # a panel's members, read without their keys
     judge, models, pairs = _planned(args, task)
     estimate = price_pairs(task, judge, pairs, models, output_tokens=args.output_tokens, prices=prices, who=who)
-    print("\n".join(estimate.lines()))
+    if args.format == "json":
+        import dataclasses
+        import json
+
+        print(json.dumps({"task": args.task, "models": estimate.models, "items": estimate.items,
+                          "pairs": estimate.pairs, "orders_per_judge": 2 * estimate.pairs,
+                          "estimate": dataclasses.asdict(estimate.cost)}, indent=2, default=str))
+    else:
+        print("\n".join(estimate.lines()))
     return 0
 
 
@@ -223,6 +233,9 @@ def _judge(args: argparse.Namespace, out: Path, batch: Any) -> int:
             return 0
         if not batch.retry_online:  # the verdicts come from the cache only: nothing is asked online
             recorder_for = cache_only_recorders(summary)
+        # The summary's requests column counts online requests; what the batches carried is said here.
+        print(f"capjudge arena --batch: {summary.lines_submitted} requests sent in {summary.submitted} batch(es) by this "
+              "command; the orders below read their replies from the reply cache the batches filled", file=sys.stderr)
     records = judge_pairs(task, judge, pairs, recorder_for)
     write_replacing(path, arena_file_text(args.task, label, command, records))
     report, _ = arena_report(path, out)  # position bias and rankings, read back from the file just written

@@ -9,6 +9,7 @@ two sources, and sources that share no item.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -68,4 +69,8 @@ def _captions_of(source: Any, docs: Sequence[Mapping[str, Any]], task: Any) -> d
         extra = list(source.by_item_id)
         raise JudgeStageError(f"{source.description}: none of its {len(extra)} ids is an item of task "
                               f"{task.config.task!r} (e.g. {', '.join(extra[:5])}); wrong task or wrong file?")
+    extra = [item for item in source.by_item_id if item not in known]
+    if extra and not source.packaged:  # said, as `capjudge judge` and `capjudge sensitivity` say it
+        print(f"capjudge arena: {source.description}: ignoring {len(extra)} ids that are not items of "
+              f"{task.config.task!r} (e.g. {', '.join(extra[:5])})", file=sys.stderr)
     return ours

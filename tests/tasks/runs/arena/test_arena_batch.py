@@ -44,6 +44,8 @@ def test_a_batch_arena_sends_every_order_as_a_batch_line_and_gives_the_online_ve
         assert server.log == []  # nothing asked online: 2 items x 3 pairs x 2 orders, all in one batch
         assert server.batch.created == 1 and server.batch.lines_answered == 12
         assert "capjudge arena --batch: submitted" in done.stdout and "completed" in done.stdout
+        # The summary's requests column counts online requests (0); what the batch carried is said beside it.
+        assert "capjudge arena --batch: 12 requests sent in 1 batch(es) by this command" in done.stderr
         # One line per order: the item and a digest of the order, so the lines of one item never collide.
         _, records = read_arena_file(tmp_path / "batch_run" / f"arena_{TASK}.jsonl")
         expected = sorted(

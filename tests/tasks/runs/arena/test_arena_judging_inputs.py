@@ -53,6 +53,19 @@ def test_bad_inputs_are_one_line_and_exit_2_before_any_request(tmp_path):
     assert not (tmp_path / "out" / f"arena_{TASK}.jsonl").exists()
 
 
+def test_ids_that_are_not_the_tasks_are_said_not_dropped_in_silence(tmp_path):
+    # "G01" beside "g01": the task has no item G01; the source is still a model, the extra id is said, as
+    # `capjudge judge` and `capjudge sensitivity` say it.
+    mixed = _captions_file(tmp_path / "mixed.jsonl", ["g01", "G01"])
+    with judge_server(responder=PairwiseWorld().respond) as server:
+        done = arena(tmp_path, server, "fair", "--task", TASK, "--captions", str(mixed), *caption_flags("good"),
+                     "--out", str(tmp_path / "out"))
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert len(server.log) == 2  # g01 alone: one pair, both orders
+    assert f"capjudge arena: captions file {mixed}: ignoring 1 ids that are not items of 'gveval_demo' (e.g. G01)" \
+        in done.stderr
+
+
 def test_the_text_only_mode_sends_its_own_template_with_the_references_and_no_image(tmp_path):
     with judge_server(responder=PairwiseWorld().respond) as server:
         done = arena(tmp_path, server, "long", "--task", TASK, *caption_flags("good", "poor"), "--limit", "1",
@@ -91,3 +104,14 @@ def test_a_verdict_file_edited_by_hand_is_refused_by_the_rerun_and_by_its_reader
         other = arena(tmp_path, server, "fair", "--task", TASK, *caption_flags("good", "poor"), "--limit", "1",
                       "--out", str(tmp_path / "out"))
         assert "the verdicts of another arena run" in one_line_refusal(other)
+
+
+def test_a_dry_run_prints_json_when_asked_and_sends_nothing(tmp_path):
+    with judge_server(responder=PairwiseWorld().respond) as server:
+        done = arena(tmp_path, server, "fair", "--task", TASK, *caption_flags(), "--limit", "2", "--dry-run",
+                     "--format", "json", "--price-input", "2.5", "--price-output", "10")
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert server.log == []
+    printed = json.loads(done.stdout)
+    assert (printed["models"], printed["items"], printed["pairs"], printed["orders_per_judge"]) == (3, 2, 6, 12)
+    assert printed["estimate"]["requests"] == 12 and printed["estimate"]["cost"] > 0
