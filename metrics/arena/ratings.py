@@ -6,10 +6,18 @@ fit as battle by battle). The bootstrap resamples ITEMS (all of an item's battle
 resample into weighted pair counts with one matrix product, and refits from the full-data strengths (a
 warm start: the resampled optimum is near). A resample that draws no battle of some model leaves that
 model's rating undefined: it is counted and left out of the percentiles.
+
+Two ratings get no interval, and say why (`no_interval`), rather than a bracket of zero width read as certainty:
+every rating when the battles come from fewer than two items (every resample is that item again), and the rating
+of a model that won, or lost, every one of its battles. Such a model's maximum-likelihood strength is infinite:
+its finite value is set by the fit's tiny regularisation (FastChat's C = 1e6), not by the battles, and every
+resample says the same. Any other interval of zero width (every resample gives the model the same rating, as for
+the middle model of three that beat each other in a perfect order) is no interval either.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -54,6 +62,8 @@ class ArenaRatings:
     n_ties: int
     n_undefined: int  # resamples in which some model drew no battle
     settings: ArenaSettings
+    # model -> why its rating has no interval (see the module docstring); "" keys none
+    no_interval: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
     @property
     def ranking(self) -> tuple[str, ...]:
@@ -86,17 +96,40 @@ def arena_ratings(table: BattleTable, settings: ArenaSettings = ArenaSettings())
     draws = _bootstrap(table, design, theta, settings)
     undefined = ~np.isfinite(draws).all(axis=1) if draws.size else np.zeros(0, dtype=bool)
     ratings = elo(theta)
-    intervals = {model: percentile_ci(float(ratings[m]), draws[~undefined, m] if draws.size else draws,
-                                      settings.confidence)
+    n_items = int(np.isfinite(table.points).any(axis=1).sum())  # items with a battle: the resampling's units
+    no_interval = _no_interval(table, n_items)
+    intervals = {model: ValueCI(float(ratings[m])) if model in no_interval else
+                 percentile_ci(float(ratings[m]), draws[~undefined, m] if draws.size else draws, settings.confidence)
                  for m, model in enumerate(table.models)}
+    for model, figure in intervals.items():  # e.g. the middle model of a perfectly separated three
+        if figure.ci_low is not None and figure.ci_low == figure.ci_high:
+            no_interval[model] = "every resample gives it the same rating (a zero-width interval measures nothing)"
+            intervals[model] = ValueCI(figure.value)
     met = {}
     for p, (i, j) in enumerate(table.pairs):
         met[(table.models[i], table.models[j])] = met[(table.models[j], table.models[i])] = int(battles[p])
     return ArenaRatings(
         models=table.models, ratings=intervals, strengths=theta, win_rates=win_rates(table), battles=met,
-        n_items=len(table.items), n_battles=table.n_battles, n_ties=int((table.points == 0.5).sum()),
-        n_undefined=int(undefined.sum()), settings=settings,
+        n_items=n_items, n_battles=table.n_battles, n_ties=int((table.points == 0.5).sum()),
+        n_undefined=int(undefined.sum()), settings=settings, no_interval=no_interval,
     )
+
+
+def _no_interval(table: BattleTable, n_items: int) -> dict[str, str]:
+    """model -> why its rating gets no interval (see the module docstring)."""
+    if n_items < 2:
+        return dict.fromkeys(table.models, f"battles on {n_items} item: an item bootstrap needs two or more")
+    reasons = {}
+    for m, model in enumerate(table.models):
+        mine = [(p, i == m) for p, (i, j) in enumerate(table.pairs) if m in (i, j)]
+        points = [table.points[:, p] if first else 1.0 - table.points[:, p] for p, first in mine]
+        fought = np.concatenate(points) if points else np.zeros(0)
+        fought = fought[np.isfinite(fought)]
+        if fought.size and (fought == 1.0).all():
+            reasons[model] = "won every one of its battles: its rating is set by the fit's regularisation, not the battles"
+        elif fought.size and (fought == 0.0).all():
+            reasons[model] = "lost every one of its battles: its rating is set by the fit's regularisation, not the battles"
+    return reasons
 
 
 def _fit(design: np.ndarray, points: np.ndarray, battles: np.ndarray, start: np.ndarray | None = None) -> np.ndarray:

@@ -71,7 +71,7 @@ def _ratings_json(figures: DimensionFigures) -> dict[str, Any]:
             "win_rates": {a: {b: ratings.win_rates.get((a, b)) for b in ratings.models if b != a} for a in ratings.models},
             "battles": ratings.n_battles, "ties": ratings.n_ties,
             "position_inconsistent_ties": figures.bias.inconsistent_ties, "order_flipped": figures.bias.n_flipped,
-            "undefined_resamples": ratings.n_undefined}
+            "undefined_resamples": ratings.n_undefined, "no_interval": dict(ratings.no_interval)}
 
 
 def _member_json(member: MemberReport) -> dict[str, Any]:
@@ -134,6 +134,7 @@ def _ranking_lines(member: MemberReport, confidence: float) -> list[str]:
               f"{overall.bias.inconsistent_ties} position-inconsistent pairs counted as ties "
               f"({overall.bias.n_flipped} of them flipped the winner); {overall.bias.n_failed} pairs with a failed "
               "order left out."]
+    lines += [f"No interval for {_escape(model)}: {_escape(reason)}." for model, reason in ratings.no_interval.items()]
     if controlled is None:
         lines.append(f"No length-controlled ranking: {_escape(member.no_length_control)}")
     else:

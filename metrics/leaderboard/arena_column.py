@@ -105,5 +105,5 @@ def arena_json(arena: TaskArena) -> dict[str, Any]:
         "battles": {a: {b: ratings.battles[(a, b)] for b in ratings.models if b != a} for a in ratings.models},
         "order_differs": [list(pair) for pair in arena.order_differs],
         "n_items": ratings.n_items, "n_battles": ratings.n_battles, "n_ties": ratings.n_ties,
-        "n_undefined_resamples": ratings.n_undefined, "method": arena.method,
+        "n_undefined_resamples": ratings.n_undefined, "no_interval": dict(ratings.no_interval), "method": arena.method,
     }

@@ -83,6 +83,7 @@ def arena_section(board: Leaderboard, task: str) -> ArenaSection | None:
                    for b in ratings.ranking)
     undefined = (f" {ratings.n_undefined} of {ratings.settings.n_resamples} resamples drew no battle for some model "
                  "and are left out of the intervals." if ratings.n_undefined else "")
+    undefined += "".join(f" No interval for {model}: {reason}." for model, reason in ratings.no_interval.items())
     return ArenaSection(
         task=task,
         caption=(f"Arena ({arena.metric}): {ratings.n_battles} battles ({ratings.n_ties} ties) on {ratings.n_items} "

@@ -158,3 +158,16 @@ def test_a_model_that_wins_every_battle_gets_a_finite_rating():
     fitted = arena_ratings(score_battles(scores), ArenaSettings(n_resamples=20))
     assert all(math.isfinite(fitted.ratings[m].value) for m in scores)
     assert fitted.ranking[0] == "a"
+    # ... but no interval: its strength is infinite, its finite value the regularisation's (HOSTILE.md class 10).
+    assert fitted.ratings["a"].ci_low is None and fitted.ratings["a"].ci_high is None
+    assert fitted.no_interval["a"].startswith("won every one of its battles")
+    assert fitted.ratings["b"].ci_low < fitted.ratings["b"].value < fitted.ratings["b"].ci_high  # b has wins and losses
+
+
+def test_battles_on_one_shared_item_count_that_item_and_claim_no_interval():
+    # Two runs of 10 items that share one: 1 battle, on 1 item, not "on 10 items"; every resample is that item.
+    scores = {"a": {"g01": 3.0, **{f"a{k}": 1.0 for k in range(9)}}, "b": {"g01": 1.0, **{f"b{k}": 2.0 for k in range(9)}}}
+    fitted = arena_ratings(score_battles(scores), ArenaSettings(n_resamples=50))
+    assert (fitted.n_battles, fitted.n_items) == (1, 1)
+    assert all(fitted.ratings[m].ci_low is None for m in scores)
+    assert set(fitted.no_interval.values()) == {"battles on 1 item: an item bootstrap needs two or more"}

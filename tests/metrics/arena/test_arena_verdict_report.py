@@ -149,8 +149,16 @@ def test_a_fair_judge_is_consistent_and_its_ranking_is_an_independent_logistic_f
     expected = _ridge_logistic_elo(run.records)
     for model in MODELS:
         assert ranking["elo"][model]["value"] == pytest.approx(expected[model], abs=0.5)
-        low, high = ranking["elo"][model]["ci_low"], ranking["elo"][model]["ci_high"]
-        assert low <= ranking["elo"][model]["value"] <= high
+    # The fair judge prefers good to every other and every other to poor, every time: their maximum-likelihood
+    # ratings are infinite, their finite values the regularisation's, so they get no interval (a zero-width
+    # bracket would read as certainty); the model between them has its bootstrap interval.
+    assert ranking["no_interval"] == {
+        "captions_good": "won every one of its battles: its rating is set by the fit's regularisation, not the battles",
+        "captions_poor": "lost every one of its battles: its rating is set by the fit's regularisation, not the battles",
+        # between them, fair is at the mean in every resample: a zero-width interval, no interval either
+        "captions_fair": "every resample gives it the same rating (a zero-width interval measures nothing)"}
+    assert all((ranking["elo"][m]["ci_low"], ranking["elo"][m]["ci_high"]) == (None, None) for m in MODELS)
+    assert "No interval for captions\\_good: won every one of its battles" in run.markdown
     # The scripted judge says the same on every dimension: every dimension's ranking is the overall one.
     assert all(run.member["ranking"][d]["elo"] == ranking["elo"] for d in GVEVAL_DIMENSIONS[:-1])
 
