@@ -130,6 +130,17 @@ class JudgeDescriptor:
             raise DescriptorError(f"judge {self.name!r}: score_range must run from a finite low to a higher "
                                   f"finite high, got {self.score_range!r}")
 
+    def metric_scales(self, metrics: Sequence[str]) -> dict[str, tuple[float, float]]:
+        """metric -> the declared score range, for the metrics one of the judge's scores backs (a panel member's
+        `metric@member` as its metric); none without a declared range."""
+        from capjudge.judges.client.panel import MEMBER_SEPARATOR
+
+        if self.score_range is None:
+            return {}
+        fields = self.reply_fields
+        return {metric: self.score_range for metric in metrics
+                if fields.metrics.get(metric.split(MEMBER_SEPARATOR, 1)[0]) in fields.scores}
+
     @property
     def main_metric(self) -> str | None:
         """The per-item metric backed by the main score (the first one declared, e.g. `gveval_mean`)."""

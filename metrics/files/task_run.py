@@ -145,6 +145,7 @@ def read_task(
             values[metric][position] = number
             seen_value[metric] = True
             bool_valued[metric] = bool_valued[metric] and _is_bool(raw, score_key)
+    _check_score_ranges(samples, values, samples_path)
     judge_source: Literal["samples", "config", "unknown"] = "samples"
     if not judges:
         config_judge = _judge_from_config(task_config)
@@ -220,6 +221,32 @@ def _is_bool(raw: Any, score_key: str) -> bool:
     if isinstance(raw, Mapping):
         raw = raw.get(score_key, raw.get("value"))
     return isinstance(raw, bool)
+
+
+def _check_score_ranges(samples: Any, values: Mapping[str, np.ndarray], samples_path: Path) -> None:
+    """Every item value of a metric one of the run's judge's scores backs lies in the judge's declared score
+    range (G-VEval 0-100, AnyCap 0-4), and is a number, not true/false: a value beyond it is no score the judge
+    gives, and would move a mean, a rank and a battle in silence. One RunFileError naming the line, the item and
+    the range. Runs of a judge without a declared range (or none logged) are read as they are."""
+    from capjudge.judges.descriptor import DescriptorError
+    from capjudge.judges.known_judges import judge_descriptor
+    from capjudge.judges.record import judge_of_run
+
+    try:
+        descriptor = judge_descriptor(judge_of_run([sample.record for sample in samples]))
+    except DescriptorError as error:
+        raise RunFileError(f"{samples_path}: {error}") from None
+    if descriptor is None:
+        return
+    for metric, (low, high) in descriptor.metric_scales(list(values)).items():
+        for position, sample in enumerate(samples):
+            raw = sample.line.get(metric)
+            number = values[metric][position]
+            if isinstance(raw, bool) or (math.isfinite(number) and not low <= number <= high):
+                shown = json.dumps(raw) if isinstance(raw, bool) else f"{number:g}"
+                raise RunFileError(f"{samples_path}, line {sample.number} ({_item_label(sample.line, sample.record)}): "
+                                   f"{metric}: {shown} is not a score of judge {descriptor.name!r}, whose scores run "
+                                   f"from {low:g} to {high:g}")
 
 
 def _judge_from_config(task_config: Mapping[str, Any]) -> LoggedJudge | None:

@@ -81,12 +81,7 @@ def task_replies(task_run: TaskRun, metrics: Sequence[str]) -> TaskReplies:
 
 def _scales(descriptor: JudgeDescriptor | None, metrics: Sequence[str]) -> dict[str, Scale]:
     """metric -> the judge's declared score range, for the metrics one of its scores backs."""
-    if descriptor is None or descriptor.score_range is None:
-        return {}
-    fields = descriptor.reply_fields
-    scale = Scale(*descriptor.score_range)
-    return {metric: scale for metric in metrics
-            if fields.metrics.get(metric.split(MEMBER_SEPARATOR, 1)[0]) in fields.scores}
+    return {} if descriptor is None else {metric: Scale(*bounds) for metric, bounds in descriptor.metric_scales(metrics).items()}
 
 
 def reply_matrix(replies: Sequence[Sequence[ReplySample | None]], k: int, field: str) -> np.ndarray:

@@ -193,7 +193,7 @@ def _dry_run(args: argparse.Namespace, prices: tuple[float, float] | None) -> in
         import json
 
         print(json.dumps({"task": args.task, "models": estimate.models, "items": estimate.items,
-                          "pairs": estimate.pairs, "orders_per_judge": 2 * estimate.pairs,
+                          "pairs": estimate.pairs, "orders_per_judge": estimate.distinct,
                           "estimate": dataclasses.asdict(estimate.cost)}, indent=2, default=str))
     else:
         print("\n".join(estimate.lines()))

@@ -13,12 +13,15 @@ model_a. Which pairs:
   whichever other clips either command sees. The ratings are read from the task's own data file.
 
 `--clip ID` (repeatable) keeps the named clips, `--limit N` the first N clips (in the task's order); each pair
-is asked in both orders, as every arena pair is.
+is asked in both orders, as every arena pair is. A pair of two candidates with the same caption (318 of
+VATEX-EVAL's 3,000 clips have one) is left out and counted: a verdict between the same words tests nothing but
+the judge's position bias, and the same request would be paid for again under another pair's name.
 """
 
 from __future__ import annotations
 
 import itertools
+import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -39,6 +42,7 @@ def plan_candidate_pairs(task: Any, task_name: str, *, clips: Sequence[str], lim
         chosen = chosen[:limit]
     wanted = None if pairs_per_clip is None else _sampled(task, task_name, chosen, pairs_per_clip, seed)
     pairs = []
+    same_words = 0
     for clip in chosen:
         members = sorted(by_clip[clip], key=lambda doc: doc["candidate_index"])
         clip_doc = {key: value for key, value in members[0].items() if key not in _CANDIDATE_FIELDS}
@@ -46,8 +50,14 @@ def plan_candidate_pairs(task: Any, task_name: str, *, clips: Sequence[str], lim
         for a, b in itertools.combinations(members, 2):
             if wanted is not None and (clip, a["candidate_index"], b["candidate_index"]) not in wanted:
                 continue
+            if a["candidate"] == b["candidate"]:
+                same_words += 1
+                continue
             pairs.append(PlannedPair(clip_doc, clip, clip, candidate_model(a["candidate_index"]),
                                      candidate_model(b["candidate_index"]), a["candidate"], b["candidate"]))
+    if same_words:
+        print(f"capjudge arena: --candidates: {same_words} pair(s) of two candidates with the same caption left out "
+              "(no test of a judge; `capjudge vatex --arena-verdicts` counts them missing)", file=sys.stderr)
     if not pairs:
         raise ArenaInputError(f"--candidates: no pair to judge in the {len(chosen)} clip(s) chosen of task {task_name!r}")
     return pairs

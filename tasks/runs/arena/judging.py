@@ -29,9 +29,24 @@ from capjudge.tasks.runs.arena.pairs import PlannedPair
 from capjudge.tasks.runs.arena.pairwise_judges import OrderJudgment, PairwiseJudge, judge_order
 
 
+def asked_order(pairs: Sequence[PlannedPair]) -> dict[tuple[str, str], str]:
+    """(item, order key) of both orders of every pair -> the order key that is asked for it: its own, or that of
+    the first order of the item that shows the same two captions in the same places (two candidates with the same
+    words, paired with a third): one request, never the same one twice under two names."""
+    first_showing: dict[tuple[str, str, str], str] = {}
+    asked = {}
+    for pair in pairs:
+        for a_first in (True, False):
+            key = pair.order_key(a_first)
+            asked[(pair.item_id, key)] = first_showing.setdefault((pair.item_id, *pair.shown(a_first)), key)
+    return asked
+
+
 def orders_to_ask(pairs: Sequence[PlannedPair]) -> list[tuple[Mapping[str, Any], str]]:
-    """(doc, order key) of both orders of every pair: what the judging store (and a dry run) counts."""
-    return [(pair.doc, pair.order_key(a_first)) for pair in pairs for a_first in (True, False)]
+    """(doc, order key) of every order asked (`asked_order`'s distinct ones): what the judging store (and a dry
+    run) counts."""
+    docs = {pair.item_id: pair.doc for pair in pairs}
+    return [(docs[item], key) for item, key in dict.fromkeys((item, key) for (item, _), key in asked_order(pairs).items())]
 
 
 def order_judge(judge: PairwiseJudge, pairs: Sequence[PlannedPair],
@@ -110,27 +125,40 @@ def judge_pairs(task: Any, judge: PairwiseJudge, pairs: Sequence[PlannedPair],
 
     who = task.who_judges()
     store = _judge_orders(task, judge, pairs, recorder_for, f"capjudge: arena of {task.config.task}")
+    asked = asked_order(pairs)
+    taken: dict[tuple[str, str], Any] = {}
+
+    def judgments_of(pair: PlannedPair, a_first: bool) -> tuple[Any, bool]:
+        """The members' judgments of one order, and whether an earlier record already reported them."""
+        key = (pair.item_id, asked[(pair.item_id, pair.order_key(a_first))])
+        if key in taken:
+            return taken[key], True
+        taken[key] = store.take(item_key(pair.doc, key[1]))
+        assert taken[key] is not None, "judge_by_members judged every order"
+        return taken[key], False
+
     records = []
     for pair in pairs:
-        a_first = store.take(item_key(pair.doc, pair.order_key(True)))
-        b_first = store.take(item_key(pair.doc, pair.order_key(False)))
-        assert a_first is not None and b_first is not None, "judge_by_members judged every order"
+        (a_first, a_again), (b_first, b_again) = judgments_of(pair, True), judgments_of(pair, False)
         length = judge.length(pair.doc, pair.caption_a, pair.caption_b)
         mine = [PairRecord(
             pair.item_id, pair.cluster, pair.model_a, pair.model_b, pair.caption_a, pair.caption_b,
             judge.settings.judge_name, member.name, str(member.identity.get("model")), judge.version,
-            judge.dimensions, _order(a_first[member.name], True), _order(b_first[member.name], False), length)
+            judge.dimensions, _order(a_first[member.name], True, a_again), _order(b_first[member.name], False, b_again),
+            length)
             for member in who.members]
         records += who.pair_records(mine)  # with a panel, also the panel's own verdict from its members'
     return records
 
 
-def _order(judgment: OrderJudgment, a_shown_first: bool) -> OrderVerdict:
+def _order(judgment: OrderJudgment, a_shown_first: bool, reported: bool = False) -> OrderVerdict:
+    """One order's verdicts about the models; `reported`: an earlier record holds this same request's judgment
+    (the same captions in the same places), so this one claims no request and no cache hit of its own."""
     result = judgment.result
     verdicts = None if result.verdicts is None else {
         name: for_models(verdict, a_shown_first) for name, verdict in result.verdicts.items()}
     return OrderVerdict(verdicts, result.failure_kind, result.failure_detail or None, judgment.raw_reply,
-                        judgment.cache_hit, judgment.requests)
+                        judgment.cache_hit and not reported, 0 if reported else judgment.requests)
 
 
 def member_counts(records: Sequence[PairRecord], members: Sequence[str]) -> list[MemberCounts]:

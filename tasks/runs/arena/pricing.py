@@ -29,13 +29,16 @@ class ArenaEstimate:
     items: int
     pairs: int
     cost: CostEstimate
+    distinct: int  # orders asked: 2 x pairs, less those showing the same captions as another (asked once)
 
     def lines(self) -> list[str]:
         left = self.cost.left
         cached = (f", {left[0].cached:,.0f} of them already in the reply cache: {left[0].requests:,.0f} left to send"
                   if len(left) == 1 and not self.cost.members else " (each panel member's reply cache: below)")
+        same = (f" ({2 * self.pairs - self.distinct:,} orders show the same two captions as another and are asked "
+                "once)" if self.distinct != 2 * self.pairs else "")
         return [f"arena: {self.models} models, {self.items} items, {self.pairs} pairs x 2 orders = "
-                f"{2 * self.pairs} requests per judge{cached}", *self.cost.lines()]
+                f"{self.distinct} requests per judge{same}{cached}", *self.cost.lines()]
 
 
 def price_pairs(task: Any, judge: PairwiseJudge, pairs: Sequence[PlannedPair], models: int, *, output_tokens: float,
@@ -45,4 +48,4 @@ def price_pairs(task: Any, judge: PairwiseJudge, pairs: Sequence[PlannedPair], m
     cost = price_items(task, f"{task.config.task} (arena)", len(asked), asked, reask_rate=0.0,
                        output_tokens=output_tokens, prices=prices, who=who, unit="orders",
                        judge_one=order_judge(judge, pairs))
-    return ArenaEstimate(models, len({pair.item_id for pair in pairs}), len(pairs), cost)
+    return ArenaEstimate(models, len({pair.item_id for pair in pairs}), len(pairs), cost, len(asked))

@@ -438,3 +438,21 @@ def test_holm_adjustment_matches_the_step_down_rule():
     # Sorted p: 0.01 (x3 -> 0.03), 0.02 (x2 -> 0.04), 0.04 (x1 -> 0.04, monotone).
     assert holm_adjust([0.04, 0.01, 0.02]) == pytest.approx([0.04, 0.03, 0.04])
     assert holm_adjust([0.5, 0.9]) == pytest.approx([1.0, 1.0])
+
+
+@pytest.mark.parametrize(("value", "shown"), [(150, "150"), (-5, "-5"), (True, "true"), (100.5, "100.5")])
+def test_a_score_outside_the_judges_range_is_one_line_naming_the_item(runs, tmp_path, capsys, value, shown):
+    # G-VEval's scores run 0-100: a logged 150, -5, 100.5 or true is no score it gives; read as a number it
+    # moved a mean, a rank and a battle in silence (an independent probe found true counted as 1).
+    folder = _copy_run(runs["weak"], tmp_path / "edited")
+
+    def edit(lines):
+        lines[3]["gveval_mean"] = value
+        return lines
+
+    _rewrite_samples(folder, edit)
+    code, out, err = _cli(capsys, tmp_path / "board", str(folder))
+    assert code == 2 and out == ""
+    (line,) = [line for line in err.splitlines() if line.strip()]
+    assert f"{_samples_file(folder)}, line 4 (item " in line
+    assert f"gveval_mean: {shown} is not a score of judge 'gveval', whose scores run from 0 to 100" in line

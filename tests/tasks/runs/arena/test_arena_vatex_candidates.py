@@ -10,12 +10,14 @@ together): one line, exit 2, no request.
 from __future__ import annotations
 
 import itertools
+import json
 from dataclasses import replace
 
 import pytest
 from tests.support.arena_runs import VATEX_TASK, one_line_refusal, vatex_arena, vatex_subset
 from tests.support.harness_runs import judge_server
 from tests.support.openai_server import prompt_text
+from tests.support.paths import shared_path
 from tests.support.scripted_pairwise_judges import GVEVAL_DIMENSIONS, PairwiseWorld
 
 from capjudge.judges.datasets.vatex_eval import load_vatex_eval
@@ -155,3 +157,33 @@ def test_candidate_flags_without_candidates_are_refused(tmp_path):
         demo = arena(tmp_path, server, "long", "--task", "gveval_demo", "--candidates", "--dry-run")
         assert "the items of task 'gveval_demo' carry no rated candidates of a clip" in one_line_refusal(demo)
         assert server.log == []
+
+
+def test_a_pair_of_two_candidates_with_the_same_caption_is_left_out_and_counted(tmp_path):
+    # A real VATEX-EVAL clip two of whose six candidates are the same words (318 of its 3,000 clips have such
+    # a pair): a verdict between them tests only position, and the same request would be paid twice.
+    whole = json.loads(shared_path("data", "vatex_eval", "vid_cans_score_dict.json").read_text(encoding="utf-8"))
+    clip, row = next((clip, row) for clip, row in whole.items() if len(set(row["cands"])) == 5)
+    data = tmp_path / "one_clip.json"
+    data.write_text(json.dumps({clip: row}), encoding="utf-8")
+    with judge_server(responder=PairwiseWorld().respond) as server:
+        dry = vatex_arena(tmp_path, server, "long", data, "--dry-run")
+        assert dry.returncode == 0, dry.stderr[-3000:]
+        # Each of the 4 other candidates is paired with both twins: 4 pairs show the same captions as 4 others,
+        # in both orders: 28 - 8 = 20 distinct requests, each asked once.
+        assert ("1 items, 14 pairs x 2 orders = 20 requests per judge (8 orders show the same two captions as "
+                "another and are asked once)") in dry.stdout
+        assert "--candidates: 1 pair(s) of two candidates with the same caption left out" in dry.stderr
+        done = vatex_arena(tmp_path, server, "long", data, "--out", str(tmp_path / "out"))
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert len(server.log) == 20  # as the dry run said, whatever the timing: no request twice
+        assert [line for line in done.stdout.splitlines() if line.startswith("| judge | ")][-1] == \
+            "| judge | 14 | 14 | 0 | 0 | 20 | 0 |"  # the requests column counts each request once
+    _, records = read_arena_file(tmp_path / "out" / f"arena_{VATEX_TASK}.jsonl")
+    assert len(records) == 14 and all(r.caption_a != r.caption_b for r in records)
+    by_captions = {}
+    for r in records:  # a pair showing the same captions as another has its verdicts, not a request of its own
+        by_captions.setdefault((r.caption_a, r.caption_b), []).append(r)
+    twins = [group for group in by_captions.values() if len(group) == 2]
+    assert len(twins) == 4
+    assert all(a.a_first.verdicts == b.a_first.verdicts and b.a_first.requests == 0 for a, b in twins)
