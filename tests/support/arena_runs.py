@@ -23,6 +23,15 @@ def arena(tmp_path: Path, server, judge: str, *args: str, env: dict | None = Non
     return run_capjudge_cli(["arena", *args], env={**judge_env(tmp_path, server, judge), **(env or {})}, cwd=REPO_ROOT)
 
 
+def panel_file(path: Path, server, members: tuple[str, ...], quorum: int | None = None) -> Path:
+    """A CAPJUDGE_PANEL file of scripted judges `members` (each its own name and model) on the test server."""
+    import json
+
+    document = {"members": [{"name": name, "model": name, "base_url": server.base_url} for name in members]}
+    path.write_text(json.dumps(document if quorum is None else {"quorum": quorum, **document}), encoding="utf-8")
+    return path
+
+
 def one_line_refusal(done) -> str:
     """The one line a refused command printed (asserting it is one line, exit 2, no traceback)."""
     assert done.returncode == 2, (done.returncode, done.stdout[-2000:], done.stderr[-3000:])

@@ -9,7 +9,7 @@ import hashlib
 import json
 
 import pytest
-from tests.support.arena_runs import arena, caption_flags, one_line_refusal
+from tests.support.arena_runs import arena, caption_flags, one_line_refusal, panel_file
 from tests.support.harness_runs import judge_server
 from tests.support.scripted_pairwise_judges import PairwiseWorld
 
@@ -97,9 +97,7 @@ def test_no_wait_writes_nothing_until_the_batch_ends_and_another_plan_is_refused
 def test_a_panel_batches_each_members_orders_through_its_own_state(tmp_path):
     world = PairwiseWorld()
     with judge_server(responder=world.respond) as server:
-        panel = tmp_path / "panel.json"
-        panel.write_text(json.dumps({"members": [{"name": name, "model": name, "base_url": server.base_url}
-                                                 for name in ("first", "fair")]}))
+        panel = panel_file(tmp_path / "panel.json", server, ("first", "fair"))
         done = arena(tmp_path, server, "first", "--task", TASK, *caption_flags(), "--limit", "1", "--out",
                      str(tmp_path / "out"), *BATCH, env={"CAPJUDGE_PANEL": str(panel)})
         assert done.returncode == 0, done.stderr[-3000:]

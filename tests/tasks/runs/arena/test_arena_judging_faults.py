@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from tests.support.arena_runs import arena, caption_flags
+from tests.support.arena_runs import arena, caption_flags, panel_file
 from tests.support.harness_runs import judge_server
 from tests.support.openai_server import Reply
 from tests.support.scripted_pairwise_judges import PairwiseWorld
@@ -59,9 +59,7 @@ def test_malformed_replies_are_re_asked_and_a_judge_that_never_answers_is_counte
 def test_a_panel_of_two_judges_gives_one_record_per_member_each_asked_both_orders(tmp_path):
     world = PairwiseWorld()
     with judge_server(responder=world.respond) as server:
-        panel = tmp_path / "panel.json"
-        panel.write_text(json.dumps({"members": [{"name": name, "model": name, "base_url": server.base_url}
-                                                 for name in ("first", "fair")]}))
+        panel = panel_file(tmp_path / "panel.json", server, ("first", "fair"))
         done = arena(tmp_path, server, "first", "--task", TASK, *caption_flags(), "--limit", "2", "--out",
                      str(tmp_path / "out"), env={"CAPJUDGE_PANEL": str(panel)})
         assert done.returncode == 0, done.stderr[-3000:]
@@ -94,9 +92,7 @@ def test_a_panel_of_two_judges_gives_one_record_per_member_each_asked_both_order
 def test_a_panel_member_that_never_answers_leaves_the_panel_to_its_quorum(tmp_path, quorum, expected):
     world = PairwiseWorld()
     with judge_server(responder=world.respond) as server:
-        panel = tmp_path / "panel.json"
-        panel.write_text(json.dumps({"quorum": quorum, "members": [
-            {"name": name, "model": name, "base_url": server.base_url} for name in ("fair", "mute")]}))
+        panel = panel_file(tmp_path / "panel.json", server, ("fair", "mute"), quorum)
         done = arena(tmp_path, server, "fair", "--task", TASK, *caption_flags("good", "poor"), "--limit", "1", "--out",
                      str(tmp_path / "out"), env={"CAPJUDGE_PANEL": str(panel), "CAPJUDGE_MAX_FAILURE_RATE": "1"})
         assert done.returncode == 0, done.stderr[-3000:]
