@@ -24,7 +24,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from capjudge.judges.client.panel import MEMBER_SEPARATOR
 from capjudge.judges.descriptor import DescriptorError, JudgeDescriptor
 from capjudge.judges.known_judges import judge_descriptor
 from capjudge.judges.record import ReplySample, judge_of_run, replies_of
