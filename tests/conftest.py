@@ -31,6 +31,10 @@ LONGEST_FIRST = (
 # minutes-long tests (the README's installed-user examples) run side by side, not one after another on the
 # worker whose share they fall in (worksteal takes work only from the tail of a share).
 SPREAD_ACROSS_WORKERS = ("test_installed_package.py",)
+# While the first worker builds that venv (about 90 s, one core of pip), the others would only wait at its lock:
+# they start with these CPU-bound files instead (the embedded judge's demo, two lmms-eval processes), one file
+# per worker after the first, then their installed-user test, whose venv is ready by then.
+BEFORE_THE_WAIT = ("test_demo_pipeline.py", "test_multi_process.py")
 
 
 def pytest_collection_modifyitems(config, items):
@@ -46,16 +50,20 @@ def _spread(items: list, workers: int) -> list:
     """`items` reordered so each worker's first share (as worksteal cuts it: the pending tests split evenly,
     in order) starts with its turn of the SPREAD_ACROSS_WORKERS tests, longest-first order kept otherwise."""
     spread = [item for item in items if item.path.name in SPREAD_ACROSS_WORKERS]
-    rest = [item for item in items if item.path.name not in SPREAD_ACROSS_WORKERS]
+    before = {name: [item for item in items if item.path.name == name] for name in BEFORE_THE_WAIT}
+    leads = [before[name] for name in BEFORE_THE_WAIT if before[name]]
+    taken = {id(item) for group in leads for item in group}
+    rest = [item for item in items if item.path.name not in SPREAD_ACROSS_WORKERS and id(item) not in taken]
     ordered: list = []
     remaining = len(items)
     for worker in range(workers):
         share = remaining // (workers - worker)
-        mine = spread[worker::workers]
+        lead = leads.pop(0) if worker > 0 and leads else []
+        mine = lead + spread[worker::workers]
         ordered += mine + rest[:max(0, share - len(mine))]
         rest = rest[max(0, share - len(mine)):]
         remaining -= share
-    return ordered + rest
+    return ordered + [item for group in leads for item in group] + rest
 
 
 @pytest.fixture(scope="session", autouse=True)
