@@ -28,7 +28,6 @@ and the verdicts are read from the reply cache once every batch has ended.
 from __future__ import annotations
 
 import argparse
-import math
 import shlex
 import sys
 from pathlib import Path
@@ -38,7 +37,7 @@ from capjudge.metrics.files.outputs import folder_argument
 from capjudge.tasks import TASKS_DIR
 from capjudge.tasks.cli.batch_flags import add_batch_arguments, batch_options
 from capjudge.tasks.cli.bounds import MAX_ITEMS, MAX_PAIRS_PER_CLIP, MAX_SEED, count_argument
-from capjudge.tasks.runs.judging.estimate import DEFAULT_OUTPUT_TOKENS
+from capjudge.tasks.cli.dry_run_flags import add_dry_run_arguments, dry_run_prices
 
 # More anchors than this is no longer the O(models) design: every pair (no --anchors) is then cheaper to think about.
 MAX_ANCHORS = 100
@@ -74,12 +73,7 @@ def register(groups: Any) -> None:
     parser.add_argument("--format", choices=("table", "json"), default="table", help="what to print (default table)")
     parser.add_argument("--include-path", type=Path, default=TASKS_DIR, help="task folders (default: capjudge's)")
     add_batch_arguments(parser, "both orders of every pair")
-    dry = parser.add_argument_group("Before a run: what it asks and costs (nothing is sent)")
-    dry.add_argument("--dry-run", action="store_true", help="print the pairs, requests, tokens and cost; judge nothing")
-    dry.add_argument("--price-input", type=str, help="USD per 1M input tokens")
-    dry.add_argument("--price-output", type=str, help="USD per 1M output tokens")
-    dry.add_argument("--output-tokens", type=float, default=DEFAULT_OUTPUT_TOKENS,
-                     help=f"expected tokens per reply (default {DEFAULT_OUTPUT_TOKENS})")
+    add_dry_run_arguments(parser, "pairs")
     parser.set_defaults(func=run)
 
 
@@ -114,7 +108,6 @@ def run(args: argparse.Namespace) -> int:
     from capjudge.judges.client.config import ConfigError
     from capjudge.metrics.files.outputs import OutputError, writable_folder
     from capjudge.models.captions_file import CaptionsFileError
-    from capjudge.tasks.cli.estimate import _prices
     from capjudge.tasks.harness.sources import DatasetError
     from capjudge.tasks.runs.judging.estimate import EstimateError
     from capjudge.tasks.runs.judging.stage import JudgeStageError
@@ -127,15 +120,11 @@ def run(args: argparse.Namespace) -> int:
             batch = batch_options(args)
         except ValueError as error:
             raise ArenaInputError(str(error)) from None
+        prices = dry_run_prices(args)
         if args.dry_run:
             if batch is not None:
                 raise ArenaInputError("--dry-run sends nothing: not with --batch (price the orders without it)")
-            prices = _prices(args.price_input, args.price_output)
-            if not math.isfinite(args.output_tokens) or args.output_tokens < 0:
-                raise EstimateError(f"--output-tokens must be a number >= 0, got {args.output_tokens}")
             return _dry_run(args, prices)
-        if args.price_input or args.price_output:
-            raise ArenaInputError("--price-input and --price-output go with --dry-run")
         if args.out is None:
             raise ArenaInputError("--out is required: the verdicts (both orders, with the replies) are written there")
         return _judge(args, writable_folder(args.out), batch)

@@ -7,12 +7,12 @@ capjudge.tasks.runs.judging.estimate.estimate_task, which builds and counts ever
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 from pathlib import Path
 from typing import Any
 
 from capjudge.tasks import TASKS_DIR
+from capjudge.tasks.cli import dry_run_flags
 from capjudge.tasks.cli.bounds import MAX_ITEMS, count_argument
 from capjudge.tasks.runs.judging.estimate import DEFAULT_OUTPUT_TOKENS, EstimateError
 
@@ -42,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
     from capjudge.models.captions_file import CaptionsFileError
 
     try:
-        prices = _prices(args.price_input, args.price_output)
+        prices = dry_run_flags.prices(args.price_input, args.price_output)
         if args.reask_rate < 0 or args.output_tokens < 0 or (args.limit is not None and args.limit < 1):
             raise EstimateError("--reask-rate and --output-tokens must be >= 0, --limit >= 1")
         estimate = estimate_task(args.task, args.include_path, args.run, args.captions, limit=args.limit,
@@ -52,21 +52,3 @@ def run(args: argparse.Namespace) -> int:
         return 2
     print("\n".join(estimate.lines()))
     return 0
-
-
-def _prices(price_input: str | None, price_output: str | None) -> tuple[float, float] | None:
-    """(input, output) USD per 1M tokens, both or neither; anything else is an EstimateError naming the flag."""
-    if (price_input is None) != (price_output is None):
-        raise EstimateError("give both --price-input and --price-output (USD per 1M tokens), or neither")
-    if price_input is None:
-        return None
-    values = []
-    for name, text in (("--price-input", price_input), ("--price-output", price_output)):
-        try:
-            value = float(text)  # type: ignore[arg-type]
-        except ValueError:
-            raise EstimateError(f"{name} must be a number of USD per 1M tokens, got {text!r}") from None
-        if not math.isfinite(value) or value < 0:
-            raise EstimateError(f"{name} must be a non-negative number, got {text!r}")
-        values.append(value)
-    return values[0], values[1]

@@ -22,7 +22,6 @@ written first).
 from __future__ import annotations
 
 import argparse
-import math
 import shlex
 import sys
 from pathlib import Path
@@ -31,7 +30,7 @@ from typing import Any
 from capjudge.metrics.files.outputs import folder_argument
 from capjudge.tasks import TASKS_DIR
 from capjudge.tasks.cli.bounds import MAX_ITEMS, MAX_RESAMPLES, MAX_SEED, count_argument
-from capjudge.tasks.runs.judging.estimate import DEFAULT_OUTPUT_TOKENS
+from capjudge.tasks.cli.dry_run_flags import add_dry_run_arguments, dry_run_prices
 from capjudge.tasks.runs.sensitivity.run import DEFAULT_RESAMPLES, MIN_RESAMPLES, SensitivityRun
 
 
@@ -55,12 +54,7 @@ def register(groups: Any) -> None:
                    help=f"clip-bootstrap resamples per CI (default {DEFAULT_RESAMPLES})")
     parser.add_argument("--format", choices=("table", "json"), default="table", help="what to print (default table)")
     parser.add_argument("--include-path", type=Path, default=TASKS_DIR, help="task folders (default: capjudge's)")
-    dry = parser.add_argument_group("Before a run: what it asks and costs (nothing is sent)")
-    dry.add_argument("--dry-run", action="store_true", help="print the judgments, requests, tokens and cost; judge nothing")
-    dry.add_argument("--price-input", type=str, help="USD per 1M input tokens")
-    dry.add_argument("--price-output", type=str, help="USD per 1M output tokens")
-    dry.add_argument("--output-tokens", type=float, default=DEFAULT_OUTPUT_TOKENS,
-                     help=f"expected tokens per reply (default {DEFAULT_OUTPUT_TOKENS})")
+    add_dry_run_arguments(parser, "judgments")
     parser.set_defaults(func=run)
 
 
@@ -91,7 +85,6 @@ def run(args: argparse.Namespace) -> int:
     from capjudge.metrics.files.outputs import OutputError, writable_folder
     from capjudge.metrics.sensitivity.perturbations import PERTURBATIONS, PerturbationError, perturbation_named
     from capjudge.models.captions_file import CaptionsFileError
-    from capjudge.tasks.cli.estimate import _prices
     from capjudge.tasks.harness.sources import DatasetError
     from capjudge.tasks.runs.judging.estimate import EstimateError
     from capjudge.tasks.runs.judging.stage import JudgeStageError
@@ -106,13 +99,9 @@ def run(args: argparse.Namespace) -> int:
             perturbations = [perturbation_named(name) for name in names]
         except PerturbationError as error:
             raise SensitivityError(f"--perturbation: {error}") from None
+        prices = dry_run_prices(args)
         if args.dry_run:
-            prices = _prices(args.price_input, args.price_output)
-            if not math.isfinite(args.output_tokens) or args.output_tokens < 0:
-                raise EstimateError(f"--output-tokens must be a number >= 0, got {args.output_tokens}")
             return dry_run(_run_options(args), perturbations, prices, args.output_tokens)
-        if args.price_input or args.price_output:
-            raise SensitivityError("--price-input and --price-output go with --dry-run")
         if args.out is None:
             raise SensitivityError("--out is required: the report (every text the judge saw) is written there")
         out = writable_folder(args.out)
