@@ -360,6 +360,21 @@ class TwoRuns:
     stdout: str  # the first run's
     client_alone_seconds: float
 
+    def figures(self, name: str, concurrency: int, *, requests_note: str, run_note: str, per_second: str) -> list[Figure]:
+        """The figures every such benchmark reports, named `<name>_...`: requests of each run, the whole command's
+        time, judging's span, the client alone, and judging's speed as a ratio to the client's (`per_second`:
+        what the run's rate counts, e.g. "requests")."""
+        return [
+            Figure(f"{name}_requests", self.requests[0], "requests", requests_note),
+            Figure(f"{name}_rerun_requests", self.requests[1], "requests", "target 0 (every reply from the cache)"),
+            Figure(f"{name}_run_seconds", self.seconds[0], "s", f"the whole command: {run_note}"),
+            Figure(f"{name}_judging_seconds", self.judging_seconds, "s", "first request's arrival to the last one's reply"),
+            Figure(f"{name}_client_alone_seconds", self.client_alone_seconds, "s",
+                   f"{self.requests[0]} requests, {concurrency} in flight"),
+            Figure(f"{name}_judging_vs_client_speed", self.client_alone_seconds / self.judging_seconds, "ratio",
+                   f"the {per_second}/s while judging over the client's alone; target ~1"),
+        ]
+
 
 def run_twice_then_client(command: list[str], env: dict[str, str], server: ServerProcess, latency: float,
                           concurrency: int, cache_dir: Path) -> TwoRuns:
@@ -410,16 +425,9 @@ def arena_judging() -> Section:
                    "--candidates", "--limit", str(clips), "--out", str(Path(tmp) / "out"), "--format", "json"]
         runs = run_twice_then_client(command, env, server, latency, concurrency, Path(tmp))
         json.loads(runs.stdout)  # the run's own summary and report: it must be whole
-    section.figures += [
-        Figure("arena_requests", runs.requests[0], "requests", f"{clips} clips x 15 pairs x 2 orders = {clips * 30}"),
-        Figure("arena_rerun_requests", runs.requests[1], "requests", "target 0 (every reply from the cache)"),
-        Figure("arena_run_seconds", runs.seconds[0], "s", "the whole command: start, task load, judging, report, files"),
-        Figure("arena_judging_seconds", runs.judging_seconds, "s", "first request's arrival to the last one's reply"),
-        Figure("arena_client_alone_seconds", runs.client_alone_seconds, "s",
-               f"{runs.requests[0]} requests, {concurrency} in flight"),
-        Figure("arena_judging_vs_client_speed", runs.client_alone_seconds / runs.judging_seconds, "ratio",
-               "the arena's requests/s while judging over the client's alone; target ~1"),
-    ]
+    section.figures += runs.figures("arena", concurrency,
+                                    requests_note=f"{clips} clips x 15 pairs x 2 orders = {clips * 30}",
+                                    run_note="start, task load, judging, report, files", per_second="arena's requests")
     section.text = ("`capjudge arena --task gveval_vatex_references --candidates --limit 20` against "
                     "`tests/support/openai_server.py` answering every order with a fixed verdict (200 ms a reply), then the "
                     "same command again; the client alone judges as many text requests on the same server in the same run.")
@@ -973,18 +981,12 @@ def sensitivity() -> Section:
         runs = run_twice_then_client(command, env, server, latency, concurrency, Path(tmp))
         counts = json.loads(runs.stdout)["counts"]
         items, perturbations = counts["items"], counts["perturbations"]
-    section.figures += [
-        Figure("sensitivity_requests", runs.requests[0], "requests",
-               f"{items} items x (1 + {perturbations}) = {items * (1 + perturbations)}, of which {counts['judgments']} "
-               "distinct texts (a variant equal to a text already asked for its item is asked once)"),
-        Figure("sensitivity_rerun_requests", runs.requests[1], "requests", "target 0 (every reply from the cache)"),
-        Figure("sensitivity_run_seconds", runs.seconds[0], "s", "the whole command: start, task load, judging, statistics, files"),
-        Figure("sensitivity_judging_seconds", runs.judging_seconds, "s", "first request's arrival to the last one's reply"),
-        Figure("sensitivity_client_alone_seconds", runs.client_alone_seconds, "s",
-               f"{runs.requests[0]} requests, {concurrency} in flight"),
-        Figure("sensitivity_judging_vs_client_speed", runs.client_alone_seconds / runs.judging_seconds, "ratio",
-               "the run's judgments/s while judging over the client's alone; target ~1"),
-    ]
+    section.figures += runs.figures(
+        "sensitivity", concurrency,
+        requests_note=(f"{items} items x (1 + {perturbations}) = {items * (1 + perturbations)}, of which "
+                       f"{counts['judgments']} distinct texts (a variant equal to a text already asked for its item is "
+                       "asked once)"),
+        run_note="start, task load, judging, statistics, files", per_second="run's judgments")
     # The statistics alone, on synthetic judgments of all 18,000 VATEX-EVAL candidates (clips as clusters).
     candidates = load_vatex_eval(vatex)
     rng = np.random.default_rng(0)
