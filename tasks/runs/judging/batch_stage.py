@@ -161,6 +161,9 @@ def run_batches(
     endpoint; `command` starts each printed line."""
     from capjudge.judges.client.registry import shared_client
 
+    def tell(line: str) -> None:
+        say(f"{command}: {line}")
+
     who = task.who_judges()
     by_member: dict[str, _MemberBatches] = {}
     for member in who.members:
@@ -175,7 +178,7 @@ def run_batches(
         by_member[member.name] = _MemberBatches(client, api, state)
     submitted = lines = 0
     for _ in range(MAX_ROUNDS):
-        still_open = sum(_finish_open(m.state, m.api, m.client, options, say, command) for m in by_member.values())
+        still_open = sum(_finish_open(m.state, m.api, m.client, options, tell) for m in by_member.values())
         if still_open:
             return BatchSummary(submitted, lines, still_open, _given_up(by_member))
         if options.retry_online and submitted:
@@ -198,7 +201,7 @@ def run_batches(
                 continue
             state = by_member[name].state
             for path, refs in member_files:
-                _submit(state, by_member[name].api, path, refs, say, command)
+                _submit(state, by_member[name].api, path, refs, tell)
                 submitted += 1
                 lines += len(refs)
             state.data["round"] += 1
@@ -210,8 +213,7 @@ def _given_up(by_member: Mapping[str, _MemberBatches]) -> dict[str, dict[str, st
     return {name: m.state.given_up() for name, m in by_member.items()}
 
 
-def _submit(state: BatchState, api: BatchApi, path: Path, refs: list[LineRef], say: Callable[[str], None],
-            command: str) -> None:
+def _submit(state: BatchState, api: BatchApi, path: Path, refs: list[LineRef], say: Callable[[str], None]) -> None:
     refs_path = path.with_suffix(".refs.json")
     write_replacing(refs_path, json.dumps({ref.custom_id: [ref.key, ref.judge_version] for ref in refs}))
     entry: dict[str, Any] = {"input": path.name, "refs": refs_path.name, "lines": len(refs), "bytes": path.stat().st_size}
@@ -221,7 +223,7 @@ def _submit(state: BatchState, api: BatchApi, path: Path, refs: list[LineRef], s
     state.save()
     _create(entry, api)
     state.save()
-    say(f"{command}: submitted {entry['batch_id']} ({len(refs)} requests, {entry['bytes'] / 1e6:.1f} MB)")
+    say(f"submitted {entry['batch_id']} ({len(refs)} requests, {entry['bytes'] / 1e6:.1f} MB)")
 
 
 def _create(entry: dict[str, Any], api: BatchApi) -> None:
@@ -233,8 +235,7 @@ def _create(entry: dict[str, Any], api: BatchApi) -> None:
     entry["status"] = status.status
 
 
-def _finish_open(state: BatchState, api: BatchApi, client: Any, options: BatchOptions, say: Callable[[str], None],
-                 command: str) -> int:
+def _finish_open(state: BatchState, api: BatchApi, client: Any, options: BatchOptions, say: Callable[[str], None]) -> int:
     """Poll every open batch until it ends (or once each, without waiting); download what ended. Returns how
     many are still running."""
     entries = state.open_entries()
@@ -251,11 +252,11 @@ def _finish_open(state: BatchState, api: BatchApi, client: Any, options: BatchOp
         for entry in list(running):
             status = api.retrieve(entry["batch_id"])
             if last_seen.get(entry["batch_id"]) != status.describe():
-                say(f"{command}: {status.describe()}")
+                say(status.describe())
                 last_seen[entry["batch_id"]] = status.describe()
             entry["status"] = status.status
             if status.terminal:
-                _download(state, entry, status, api, client, say, command)
+                _download(state, entry, status, api, client, say)
                 running.remove(entry)
             state.save()
         if running and not options.wait:
@@ -266,7 +267,7 @@ def _finish_open(state: BatchState, api: BatchApi, client: Any, options: BatchOp
 
 
 def _download(state: BatchState, entry: dict[str, Any], status: BatchStatus, api: BatchApi, client: Any,
-              say: Callable[[str], None], command: str) -> None:
+              say: Callable[[str], None]) -> None:
     refs = json.loads((state.path.parent / entry["refs"]).read_text(encoding="utf-8"))
     answered: set[str] = set()
     stored = failed = 0
@@ -301,7 +302,7 @@ def _download(state: BatchState, entry: dict[str, Any], status: BatchStatus, api
         state.fail_line(custom_id, f"batch {status.id} ended {status.status} before answering it")
     entry["downloaded"] = True
     entry["replies"], entry["failed_lines"], entry["unanswered"] = stored, failed, len(unanswered)
-    say(f"{command}: {status.id} {status.status}: {stored} replies cached, {failed} lines failed"
+    say(f"{status.id} {status.status}: {stored} replies cached, {failed} lines failed"
         + (f", {len(unanswered)} not answered (submitted again)" if unanswered else ""))
 
 
