@@ -145,7 +145,7 @@ def read_task(
             values[metric][position] = number
             seen_value[metric] = True
             bool_valued[metric] = bool_valued[metric] and _is_bool(raw, score_key)
-    _check_score_ranges(samples, values, samples_path)
+    _check_score_ranges(samples, values, samples_path, score_key)
     judge_source: Literal["samples", "config", "unknown"] = "samples"
     if not judges:
         config_judge = _judge_from_config(task_config)
@@ -223,7 +223,7 @@ def _is_bool(raw: Any, score_key: str) -> bool:
     return isinstance(raw, bool)
 
 
-def _check_score_ranges(samples: Any, values: Mapping[str, np.ndarray], samples_path: Path) -> None:
+def _check_score_ranges(samples: Any, values: Mapping[str, np.ndarray], samples_path: Path, score_key: str) -> None:
     """Every item value of a metric one of the run's judge's scores backs lies in the judge's declared score
     range (G-VEval 0-100, AnyCap 0-4), and is a number, not true/false: a value beyond it is no score the judge
     gives, and would move a mean, a rank and a battle in silence. One RunFileError naming the line, the item and
@@ -242,8 +242,9 @@ def _check_score_ranges(samples: Any, values: Mapping[str, np.ndarray], samples_
         for position, sample in enumerate(samples):
             raw = sample.line.get(metric)
             number = values[metric][position]
-            if isinstance(raw, bool) or (math.isfinite(number) and not low <= number <= high):
-                shown = json.dumps(raw) if isinstance(raw, bool) else f"{number:g}"
+            logged_bool = _is_bool(raw, score_key)  # as the reader tells a true/false value (an object's score too)
+            if logged_bool or (math.isfinite(number) and not low <= number <= high):
+                shown = ("true" if number else "false") if logged_bool else f"{number:g}"
                 raise RunFileError(f"{samples_path}, line {sample.number} ({_item_label(sample.line, sample.record)}): "
                                    f"{metric}: {shown} is not a score of judge {descriptor.name!r}, whose scores run "
                                    f"from {low:g} to {high:g}")
