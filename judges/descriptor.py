@@ -16,7 +16,9 @@ without the judge's code and a new judge needs no edit outside its own files.
 
 from __future__ import annotations
 
+import functools
 import math
+import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
@@ -30,6 +32,27 @@ if TYPE_CHECKING:
 
 FrameLayout = Literal["separate", "strip"]
 ScoreLevel = Literal["interval", "ordinal"]
+
+
+def _file_identity(path: PathLike) -> tuple[int, ...] | None:
+    """What tells one state of a file from another (device, inode, size, modification and change times);
+    None where it cannot be read (the render then raises its own error naming the file)."""
+    try:
+        stat = os.stat(path)
+    except (OSError, TypeError, ValueError):
+        return None
+    return (stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns)
+
+
+# A video's image parts are the same for every caption judged against it, and every request needs them, if only
+# for its reply-cache key: the arena asks each pair of captions in both orders, `capjudge sensitivity` asks an
+# item's original and each variant, a panel asks each member, a rerun asks again of the cache. Rendering them
+# (decoding, drawing, PNG-encoding) once per video and geometry in a process, instead of once per request, took
+# a fifth of the test suite's CPU away. The key is the file's identity, not only its name: a video rewritten or
+# replaced is rendered again. Bounded: a G-VEval strip of a full-size video is about a megabyte.
+@functools.lru_cache(maxsize=32)
+def _rendered_video(geometry: FrameGeometry, path: str, identity: tuple[int, ...]) -> tuple[ImagePart, ...]:
+    return geometry._render_now(path, None)
 
 
 class DescriptorError(RecordError):
@@ -71,11 +94,17 @@ class FrameGeometry:
 
     def render(self, video: PathLike | None = None, frames: Sequence[FrameSource] | None = None) -> tuple[ImagePart, ...]:
         """The image parts of one request, from a video (sampled by seeking) or pre-extracted frames."""
+        if (video is None) == (frames is None):
+            raise ValueError("give exactly one of video or frames")
+        identity = _file_identity(video) if video is not None else None
+        if identity is not None:
+            return _rendered_video(self, os.fspath(video), identity)  # type: ignore[arg-type]
+        return self._render_now(video, frames)
+
+    def _render_now(self, video: PathLike | None, frames: Sequence[FrameSource] | None) -> tuple[ImagePart, ...]:
         from capjudge.judges.types import ImagePart
         from capjudge.judges.video import frame_building_slot, load_frames, sample_frames
 
-        if (video is None) == (frames is None):
-            raise ValueError("give exactly one of video or frames")
         with frame_building_slot():
             images = (sample_frames(video, self.sample_points, self.shown) if video is not None
                       else load_frames(frames, self.sample_points, self.shown))  # type: ignore[arg-type]

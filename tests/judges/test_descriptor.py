@@ -70,3 +70,34 @@ def test_each_shipped_judge_is_described_once_and_its_tasks_read_it():
         assert settings.descriptor is descriptor
         assert (settings.judge_version, settings.published_model) == (descriptor.version, descriptor.published_model)
         assert descriptor.frames is not None and descriptor.view_reply is not None
+
+
+def test_a_video_is_rendered_once_per_geometry_and_again_whenever_its_file_changes(tmp_path, monkeypatch):
+    # Rendering is remembered per file state (capjudge.judges.descriptor._rendered_video): counted here by the
+    # video decodes it makes. A file rewritten in place (same name, same size), replaced by a rename, or
+    # removed must never be answered from what was rendered before.
+    import os
+
+    import capjudge.judges.video as video_module
+
+    decodes = []
+    real_decode = video_module._decode_at
+    monkeypatch.setattr(video_module, "_decode_at", lambda *args, **kwargs: decodes.append(args[0]) or real_decode(*args, **kwargs))
+    strip = FrameGeometry(sample_points=4, shown=3, layout="strip", image_format="PNG")
+    clip = make_video(tmp_path / "clip.mp4", n_frames=48)
+    first = strip.render(clip)
+    assert strip.render(clip) == first and strip.render(str(clip)) == first
+    assert FrameGeometry(sample_points=8).render(clip) != first  # another geometry: its own parts
+    assert len(decodes) == 2  # once per geometry: a Path and its str are one key
+
+    make_video(tmp_path / "other.mp4", n_frames=48, width=48, height=64)
+    size = clip.stat().st_size
+    os.replace(tmp_path / "other.mp4", clip)  # replaced by a rename: another inode
+    replaced = strip.render(clip)
+    assert replaced != first and len(decodes) == 3
+
+    rewritten = make_video(tmp_path / "clip.mp4", n_frames=48)  # rewritten in place: the first content again
+    assert rewritten.stat().st_size == size and strip.render(clip) == first and len(decodes) == 4
+    clip.unlink()
+    with pytest.raises(video_module.VideoError, match="does not exist"):
+        strip.render(clip)
