@@ -13,6 +13,8 @@ environment (the outer `httpx.Client` mounts those); only the pooling is per thr
 
 from __future__ import annotations
 
+import functools
+import os
 import ssl
 import threading
 import weakref
@@ -30,12 +32,29 @@ class _ThreadsTransport:
         self.transport = transport
 
 
+def _tls_context(verify: Any, cert: Any, trust_env: bool) -> ssl.SSLContext:
+    """httpx's TLS context for these settings, built once per process: every judge client of a process (a
+    panel's members, each `JudgeClient` a notebook or a test makes) would otherwise load the CA bundle again.
+    The environment's CA settings that httpx reads are part of the key; settings that cannot be a key
+    (an unhashable `cert`) get a context of their own."""
+    bundle = (os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR")) if trust_env else None
+    try:
+        return _shared_tls_context(verify, cert, trust_env, bundle)
+    except TypeError:  # unhashable settings
+        return httpx.create_ssl_context(verify=verify, cert=cert, trust_env=trust_env)
+
+
+@functools.lru_cache(maxsize=8)
+def _shared_tls_context(verify: Any, cert: Any, trust_env: bool, bundle: tuple[str | None, str | None] | None) -> ssl.SSLContext:
+    return httpx.create_ssl_context(verify=verify, cert=cert, trust_env=trust_env)
+
+
 class PerThreadTransport(httpx.BaseTransport):
     def __init__(self, *, verify: Any = True, cert: Any = None, trust_env: bool = True, **transport_options: Any):
         # One TLS context for every thread's transport: httpx builds one per transport otherwise, loading the
         # CA bundle each time (22 ms of CPU measured), and 64 threads starting together spent over a second
         # under the GIL on it before their first requests went out.
-        tls = verify if isinstance(verify, ssl.SSLContext) else httpx.create_ssl_context(verify=verify, cert=cert, trust_env=trust_env)
+        tls = verify if isinstance(verify, ssl.SSLContext) else _tls_context(verify, cert, trust_env)
         # One connection per thread, kept alive between its requests; a second for the moment a broken
         # keep-alive connection is being replaced.
         self._options = {"limits": httpx.Limits(max_connections=2, max_keepalive_connections=1), "verify": tls,

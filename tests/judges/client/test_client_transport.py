@@ -51,6 +51,22 @@ def test_a_finished_threads_connection_is_closed_with_it(make_client):
         assert transport._transports == []
 
 
+def test_judge_clients_share_one_tls_context_and_another_ca_bundle_gets_its_own(make_client, monkeypatch):
+    # The CA bundle is loaded once per process and settings, not once per client (22 ms of CPU each).
+    import certifi
+
+    from capjudge.judges.client.http_transport import PerThreadTransport
+
+    with OpenAITestServer() as server:
+        first, second = make_client(server), make_client(server)
+        contexts = [client.sdk._client._transport._options["verify"] for client in (first, second)]
+    assert contexts[0] is contexts[1]
+    monkeypatch.setenv("SSL_CERT_FILE", certifi.where())  # httpx reads it (trust_env): a key of its own
+    other = PerThreadTransport()._options["verify"]
+    assert other is not contexts[0] and PerThreadTransport()._options["verify"] is other
+    assert PerThreadTransport(verify=False)._options["verify"] is not other
+
+
 def test_a_reply_is_readable_at_once_and_on_disk_after_flush(tmp_path):
     cache = ReplyCache(tmp_path / "c.sqlite")
     reply = JudgeReply("α80α", None, "stop", "m", Usage(5, 3, 1))
