@@ -24,7 +24,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from capjudge.metrics.arena.battles import BattleTable, win_rates
-from capjudge.metrics.arena.bradley_terry import ELO_SCALE_TEXT, BattleRows, design_matrix, elo, fit_strengths
+from capjudge.metrics.arena.bradley_terry import (ELO_SCALE_TEXT, BattleRows, design_matrix, elo, fit_strengths,
+                                                  fit_strengths_many)
 from capjudge.metrics.arena.errors import ArenaError
 from capjudge.metrics.arena.resampling import count_blocks, percentile_ci
 from capjudge.metrics.statistics.value_ci import ValueCI
@@ -87,6 +88,10 @@ def pair_rows(table: BattleTable) -> BattleRows:
     return BattleRows(first, second, np.zeros(first.size))
 
 
+# An interval narrower than this (Elo points) is no interval: a millionth of a point is rounding, not data.
+ZERO_WIDTH_ELO = 1e-6
+
+
 def arena_ratings(table: BattleTable, settings: ArenaSettings = ArenaSettings()) -> ArenaRatings:
     """The Bradley-Terry ratings of `table` with item-bootstrap intervals (see the module docstring)."""
     n_models = len(table.models)
@@ -102,7 +107,8 @@ def arena_ratings(table: BattleTable, settings: ArenaSettings = ArenaSettings())
                  percentile_ci(float(ratings[m]), draws[~undefined, m] if draws.size else draws, settings.confidence)
                  for m, model in enumerate(table.models)}
     for model, figure in intervals.items():  # e.g. the middle model of a perfectly separated three
-        if figure.ci_low is not None and figure.ci_low == figure.ci_high:
+        # Zero-width to the fits' precision: resamples that give a model one rating differ in its last digits.
+        if figure.ci_low is not None and figure.ci_high - figure.ci_low < ZERO_WIDTH_ELO:
             no_interval[model] = "every resample gives it the same rating (a zero-width interval measures nothing)"
             intervals[model] = ValueCI(figure.value)
     met = {}
@@ -146,15 +152,17 @@ def _bootstrap(table: BattleTable, design: np.ndarray, theta: np.ndarray, settin
     involved = np.zeros((len(table.pairs), n_models))
     for p, (i, j) in enumerate(table.pairs):
         involved[p, [i, j]] = 1.0
-    rows = []
+    blocks = []
     for counts in count_blocks(len(table.items), settings.n_resamples, settings.seed):
         points, battles = pair_totals(table, counts)
-        for b in range(counts.shape[0]):
-            if ((battles[b] @ involved) == 0).any():
-                rows.append(np.full(n_models, np.nan))
-                continue
-            rows.append(elo(_fit(design, points[b], battles[b], theta)))
-    return np.asarray(rows)
+        drawn = ((battles @ involved) > 0).all(axis=1)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            share = np.where(battles > 0, points / battles, 0.0)
+        block = np.full((counts.shape[0], n_models), np.nan)
+        if drawn.any():
+            block[drawn] = elo(fit_strengths_many(design, share[drawn], battles[drawn], theta))
+        blocks.append(block)
+    return np.concatenate(blocks)
 
 
 def order_differences(ratings: ArenaRatings, means: Mapping[str, float], higher_is_better: bool = True

@@ -20,7 +20,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from capjudge.metrics.arena.battles import BattleTable
-from capjudge.metrics.arena.bradley_terry import ELO_PER_LOGIT, BattleRows, design_matrix, elo, fit_strengths
+from capjudge.metrics.arena.bradley_terry import (ELO_PER_LOGIT, BattleRows, design_matrix, elo, fit_strengths,
+                                                  fit_strengths_many)
 from capjudge.metrics.arena.errors import ArenaError
 from capjudge.metrics.arena.ratings import ArenaSettings
 from capjudge.metrics.arena.resampling import count_blocks, percentile_ci
@@ -88,13 +89,12 @@ def style_controlled(table: BattleTable, words: Mapping[tuple[str, str], int],
     if settings.n_resamples >= 2:
         for counts in count_blocks(len(table.items), settings.n_resamples, settings.seed):
             weights = counts[:, item_of]
-            for row in weights:
-                drawn = np.bincount(first, row, n_models) + np.bincount(second, row, n_models)
-                if (drawn == 0).any():
-                    n_undefined += 1
-                    continue
-                draws.append(fit_strengths(design, points, row, estimate))
-    sample = np.asarray(draws).reshape(-1, n_models + 1)
+            fought = np.stack([np.bincount(first, row, n_models) + np.bincount(second, row, n_models) for row in weights])
+            defined = (fought > 0).all(axis=1)
+            n_undefined += int((~defined).sum())
+            if defined.any():
+                draws.append(fit_strengths_many(design, points, weights[defined], estimate))
+    sample = np.concatenate(draws) if draws else np.empty((0, n_models + 1))
     ratings = elo(estimate[:n_models])
     resampled = elo(sample[:, :n_models]) if sample.size else np.empty((0, n_models))
     return StyleControlled(

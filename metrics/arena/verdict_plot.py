@@ -16,11 +16,16 @@ from capjudge.metrics.statistics.value_ci import ValueCI
 _RAW, _CONTROLLED = "#2e86c1", "#d35400"
 
 
-def _bars(values: list[ValueCI]) -> tuple[list[float], list[list[float]]]:
-    centres = [v.value if v.value is not None else float("nan") for v in values]
-    lower = [c - (v.ci_low if v.ci_low is not None else c) for c, v in zip(centres, values)]
-    upper = [(v.ci_high if v.ci_high is not None else c) - c for c, v in zip(centres, values)]
-    return centres, [lower, upper]
+def draw_ratings(axes, positions: list[float], figures: list[ValueCI], marker: str, colour: str, label: str | None = None) -> None:
+    """Each rating as a point and its interval as a bar between the interval's own ends, not as distances from
+    the rating: a percentile interval need not contain its rating (a skewed bootstrap, or the last digits of
+    a zero-width one), and errorbar refuses a negative distance. A figure without an interval is a point."""
+    values = [f.value if f.value is not None else float("nan") for f in figures]
+    lows = [f.ci_low if f.ci_low is not None else v for f, v in zip(figures, values)]
+    highs = [f.ci_high if f.ci_high is not None else v for f, v in zip(figures, values)]
+    axes.errorbar(positions, [(low + high) / 2 for low, high in zip(lows, highs)],
+                  yerr=[(high - low) / 2 for low, high in zip(lows, highs)], fmt="none", capsize=4, color=colour)
+    axes.plot(positions, values, marker, color=colour, label=label)
 
 
 def verdict_png(report: VerdictReport) -> bytes:
@@ -44,13 +49,10 @@ def verdict_png(report: VerdictReport) -> bytes:
         ratings = member.overall.ratings
         models = list(ratings.ranking)
         positions = list(range(len(models)))
-        centres, errors = _bars([ratings.ratings[m] for m in models])
-        axes.errorbar([p - 0.1 for p in positions], centres, yerr=errors, fmt="o", capsize=4, color=_RAW,
-                      label="Bradley-Terry")
+        draw_ratings(axes, [p - 0.1 for p in positions], [ratings.ratings[m] for m in models], "o", _RAW, "Bradley-Terry")
         if member.length_controlled is not None:
-            centres, errors = _bars([member.length_controlled.ratings[m] for m in models])
-            axes.errorbar([p + 0.1 for p in positions], centres, yerr=errors, fmt="s", capsize=4, color=_CONTROLLED,
-                          label="length-controlled")
+            draw_ratings(axes, [p + 0.1 for p in positions], [member.length_controlled.ratings[m] for m in models],
+                         "s", _CONTROLLED, "length-controlled")
         axes.axhline(ELO_ANCHOR, color="#999999", linewidth=0.8)
         axes.set_xticks(positions, [labels[m] for m in models], rotation=20, ha="right", fontsize=8, parse_math=False)
         axes.set_ylabel("Elo (mean model 1000)")

@@ -8,6 +8,7 @@ from __future__ import annotations
 import io
 
 from capjudge.metrics.arena.bradley_terry import ELO_ANCHOR
+from capjudge.metrics.arena.verdict_plot import draw_ratings
 from capjudge.metrics.leaderboard.arena_column import TaskArena
 from capjudge.metrics.leaderboard.length_plot import drawable_names, task_file_names
 from capjudge.metrics.leaderboard.table import Leaderboard
@@ -36,11 +37,8 @@ def arena_png(arena: TaskArena) -> bytes:
     figure = Figure(figsize=(max(4.0, 0.9 * len(models) + 1.5), 3.4), dpi=100, layout="constrained")
     FigureCanvasAgg(figure)
     axes = figure.add_subplot(1, 1, 1)
-    values = [ratings.ratings[m].value for m in models]
-    lower = [v - (ratings.ratings[m].ci_low if ratings.ratings[m].ci_low is not None else v) for v, m in zip(values, models)]
-    upper = [(ratings.ratings[m].ci_high if ratings.ratings[m].ci_high is not None else v) - v for v, m in zip(values, models)]
     positions = list(range(len(models)))
-    axes.errorbar(positions, values, yerr=[lower, upper], fmt="o", capsize=4, color="#2e86c1")
+    draw_ratings(axes, positions, [ratings.ratings[m] for m in models], "o", "#2e86c1")
     axes.axhline(ELO_ANCHOR, color="#999999", linewidth=0.8)
     labels = drawable_names(models)
     axes.set_xticks(positions, [labels[m] for m in models], rotation=30, ha="right", fontsize=8, parse_math=False)
