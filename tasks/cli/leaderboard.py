@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from capjudge.metrics.files.outputs import folder_argument
 from capjudge.tasks.cli.bounds import MAX_PERMUTATIONS, MAX_RESAMPLES, MAX_SEED, count_argument
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 
 def register(groups: Any) -> None:
@@ -93,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _rows_link(template: str | None, out: "Path"):
+def _rows_link(template: str | None, out: Path):
     """Where each row links: --report-url, or else the item report beside the leaderboard (OUT/report/report.html,
     the layout `capjudge demo` writes and the README's loop makes), said on one line; else no links."""
     from capjudge.metrics.item_report.report import PAGE_NAME, items_link
