@@ -60,6 +60,13 @@ def design_matrix(rows: BattleRows, n_models: int) -> np.ndarray:
     return design
 
 
+def penalised_loss(theta: np.ndarray, z: np.ndarray, points: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """The objective both fits minimise at `theta` (one parameter vector, or one per row), given its linear
+    predictors `z` (design @ theta, per row): the weighted log-loss plus the ridge penalty."""
+    log_loss = -np.sum(weights * (points * log_expit(z) + (1.0 - points) * log_expit(-z)), axis=-1)
+    return log_loss + 0.5 * RIDGE * np.sum(theta * theta, axis=-1)
+
+
 def fit_strengths(design: np.ndarray, points: np.ndarray, weights: np.ndarray,
                   start: np.ndarray | None = None) -> np.ndarray:
     """The penalised maximum-likelihood (theta, beta) for rows `design` with `points` and `weights`
@@ -71,9 +78,8 @@ def fit_strengths(design: np.ndarray, points: np.ndarray, weights: np.ndarray,
 
     def objective(parameters: np.ndarray) -> tuple[float, np.ndarray]:
         z = x @ parameters
-        loss = -np.dot(w, s * log_expit(z) + (1.0 - s) * log_expit(-z)) + 0.5 * RIDGE * parameters @ parameters
         gradient = -x.T @ (w * (s - expit(z))) + RIDGE * parameters
-        return float(loss), gradient
+        return float(penalised_loss(parameters, z, s, w)), gradient
 
     def hessian(parameters: np.ndarray) -> np.ndarray:
         p = expit(x @ parameters)
@@ -108,10 +114,6 @@ def fit_strengths_many(design: np.ndarray, points: np.ndarray, weights: np.ndarr
     theta = np.tile(np.asarray(start, dtype=np.float64), (weights.shape[0], 1))
     active = np.arange(weights.shape[0])
 
-    def objective(t: np.ndarray, s: np.ndarray, w: np.ndarray) -> np.ndarray:
-        z = t @ design.T
-        return -np.sum(w * (s * log_expit(z) + (1.0 - s) * log_expit(-z)), axis=1) + 0.5 * RIDGE * np.sum(t * t, axis=1)
-
     for _ in range(MAX_NEWTON_STEPS):
         if active.size == 0:
             break
@@ -123,10 +125,11 @@ def fit_strengths_many(design: np.ndarray, points: np.ndarray, weights: np.ndarr
         decrement = np.sum(gradient * step, axis=1)
         going = decrement > NEWTON_DECREMENT
         active, t, s, w, step, decrement = active[going], t[going], s[going], w[going], step[going], decrement[going]
-        before = objective(t, s, w)
+        before = penalised_loss(t, t @ design.T, s, w)
         size = np.ones(active.size)
         for _ in range(60):  # the full step, or half of it, ... until the decrease is a quarter of the predicted
-            short = objective(t - size[:, None] * step, s, w) > before - 1e-4 * size * decrement
+            trial = t - size[:, None] * step
+            short = penalised_loss(trial, trial @ design.T, s, w) > before - 1e-4 * size * decrement
             if not short.any():
                 break
             size[short] *= 0.5

@@ -97,7 +97,7 @@ def arena_ratings(table: BattleTable, settings: ArenaSettings = ArenaSettings())
     n_models = len(table.models)
     design = design_matrix(pair_rows(table), n_models)
     points, battles = pair_totals(table)
-    theta = _fit(design, points, battles)
+    theta = fit_strengths(design, _shares(points, battles), battles)
     draws = _bootstrap(table, design, theta, settings)
     undefined = ~np.isfinite(draws).all(axis=1) if draws.size else np.zeros(0, dtype=bool)
     ratings = elo(theta)
@@ -138,10 +138,10 @@ def _no_interval(table: BattleTable, n_items: int) -> dict[str, str]:
     return reasons
 
 
-def _fit(design: np.ndarray, points: np.ndarray, battles: np.ndarray, start: np.ndarray | None = None) -> np.ndarray:
+def _shares(points: np.ndarray, battles: np.ndarray) -> np.ndarray:
+    """The first model's share of the points per pair (0 where a pair fought no battle: its weight is 0)."""
     with np.errstate(invalid="ignore", divide="ignore"):
-        share = np.where(battles > 0, points / battles, 0.0)
-    return fit_strengths(design, share, battles, start)
+        return np.where(battles > 0, points / battles, 0.0)
 
 
 def _bootstrap(table: BattleTable, design: np.ndarray, theta: np.ndarray, settings: ArenaSettings) -> np.ndarray:
@@ -156,11 +156,9 @@ def _bootstrap(table: BattleTable, design: np.ndarray, theta: np.ndarray, settin
     for counts in count_blocks(len(table.items), settings.n_resamples, settings.seed):
         points, battles = pair_totals(table, counts)
         drawn = ((battles @ involved) > 0).all(axis=1)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            share = np.where(battles > 0, points / battles, 0.0)
         block = np.full((counts.shape[0], n_models), np.nan)
         if drawn.any():
-            block[drawn] = elo(fit_strengths_many(design, share[drawn], battles[drawn], theta))
+            block[drawn] = elo(fit_strengths_many(design, _shares(points[drawn], battles[drawn]), battles[drawn], theta))
         blocks.append(block)
     return np.concatenate(blocks)
 
