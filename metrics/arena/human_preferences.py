@@ -55,7 +55,13 @@ class HumanPair:
     @property
     def preferred(self) -> int:
         """+1: the raters' mean prefers the first candidate; -1: the second."""
-        return 1 if np.mean(self.ratings_first) > np.mean(self.ratings_second) else -1
+        return 1 if mean_rating(self.ratings_first) > mean_rating(self.ratings_second) else -1
+
+
+def mean_rating(ratings: Sequence[int]) -> float:
+    """The raters' mean: np.mean's value for integer ratings (an exact sum, one rounding), without its per-call
+    cost, which tens of thousands of pairs per scorer row made a tenth of `capjudge vatex`."""
+    return sum(ratings) / len(ratings)
 
 
 @dataclass(frozen=True)
@@ -88,7 +94,7 @@ def human_pairs(candidates: Sequence[VatexCandidate]) -> HumanPairs:
             if first.candidate_index > second.candidate_index:
                 a, b, first, second = b, a, second, first
             total += 1
-            if np.mean(first.ratings) == np.mean(second.ratings):
+            if mean_rating(first.ratings) == mean_rating(second.ratings):
                 tied += 1
                 continue
             found.append(HumanPair(first.clip_id, first.candidate_index, second.candidate_index, a, b,
