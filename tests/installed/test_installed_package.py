@@ -33,6 +33,7 @@ from pathlib import Path
 
 import pytest
 from tests.support.harness_runs import REPO_ROOT, harness_env, judge_server
+from tests.support.once_per_run import built_once
 
 pytestmark = pytest.mark.slow
 
@@ -98,22 +99,16 @@ def _clean_env(extra: dict[str, str] | None = None) -> dict[str, str]:
 
 @pytest.fixture(scope="session")
 def installed(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> InstalledCapjudge:
-    """One installed venv for the whole test run, shared by every xdist worker: the first worker to need it
-    builds it under a file lock in the folder above the workers' own temporary roots, the others wait for it
-    and read what it recorded (tests/conftest.py deals this file's tests out to the workers)."""
-    from filelock import FileLock
+    """One installed venv for the whole test run, shared by every xdist worker (tests/support/once_per_run.py):
+    the first worker to need it builds it, the others wait for it and read what it recorded
+    (tests/conftest.py deals this file's tests out to the workers)."""
+    def build(root: Path) -> None:
+        built = _build_installed(root)
+        (root / "installed.json").write_text(json.dumps({field: str(value) if isinstance(value, Path) else value
+                                                         for field, value in vars(built).items()}), encoding="utf-8")
 
-    base = tmp_path_factory.getbasetemp()
-    root = (base.parent if worker_id != "master" else base) / "installed_capjudge"
-    record = root / "installed.json"
-    with FileLock(f"{root}.lock"):
-        if not record.is_file():
-            shutil.rmtree(root, ignore_errors=True)  # a build that died half-way is built again
-            root.mkdir()
-            built = _build_installed(root)
-            record.write_text(json.dumps({field: str(value) if isinstance(value, Path) else value
-                                          for field, value in vars(built).items()}), encoding="utf-8")
-    fields = json.loads(record.read_text(encoding="utf-8"))
+    root = built_once(tmp_path_factory, worker_id, "installed_capjudge", build)
+    fields = json.loads((root / "installed.json").read_text(encoding="utf-8"))
     paths = {"venv", "wheel", "sdist", "outside"}
     return InstalledCapjudge(**{key: Path(value) if key in paths else value for key, value in fields.items()})
 

@@ -11,6 +11,7 @@ import pytest
 from capjudge.judges.datasets.vatex_eval import load_vatex_eval, ratings_matrix
 from tests.support.paths import shared_path
 from tests.support.harness_runs import run_capjudge
+from tests.support.once_per_run import built_once
 from scipy.stats import kendalltau, spearmanr
 
 VATEX = ("data", "vatex_eval", "vid_cans_score_dict.json")
@@ -60,14 +61,21 @@ def _check(protocol: dict, expected: dict[str, float]) -> None:
 
 
 @pytest.fixture(scope="module")
-def full_report(vatex, tmp_path_factory):
+def full_report(vatex, tmp_path_factory, worker_id):
+    """The report on all 18,000 candidates, made once per test run (tests/support/once_per_run.py): its tests
+    may run on different workers."""
     path, candidates = vatex
     scores = _synthetic_scores(candidates)
-    scorer = _write_scorer(tmp_path_factory.mktemp("vatex_cli") / "synthetic.jsonl", candidates, scores)
-    result = run_capjudge("vatex", str(path), str(scorer), "--format", "json", "--resamples", RESAMPLES, "--seed", "3",
-                          timeout=600)
-    assert result.returncode == 0, result.stderr
-    return json.loads(result.stdout), scores
+
+    def build(folder):
+        scorer = _write_scorer(folder / "synthetic.jsonl", candidates, scores)
+        result = run_capjudge("vatex", str(path), str(scorer), "--format", "json", "--resamples", RESAMPLES, "--seed",
+                              "3", timeout=600)
+        assert result.returncode == 0, result.stderr
+        (folder / "report.json").write_text(result.stdout, encoding="utf-8")
+
+    folder = built_once(tmp_path_factory, worker_id, "vatex_cli_full_report", build)
+    return json.loads((folder / "report.json").read_text(encoding="utf-8")), scores
 
 
 def test_every_protocol_matches_scipy_on_the_real_ratings(full_report, vatex):
