@@ -11,9 +11,11 @@ from the portable wheel `make setup` keeps (`.venv/wheels`) instead of a second 
 dependency comes from the package index (pip's cache, warm after `make setup`).
 
 Then, from a folder outside the repository, with only the installed package: every capjudge module comes from
-the wheel, `capjudge --version`, lmms-eval's plugin convention, a demo task and the `capjudge_demo` group
-against a test judge with `--include_path "$(capjudge tasks-folder)"`, `capjudge leaderboard` on it, the
-key-free embedded judge comparing two caption sets (`capjudge demo`), and `pip check`. Asserted along the way:
+the wheel, `capjudge --version`, lmms-eval's plugin convention, the README's installed-user examples as written
+(the key-free embedded judge comparing three caption sets with `capjudge demo`; the `capjudge_demo` group run by
+lmms-eval for three caption sets against a test judge with `--include_path "$(capjudge tasks-folder)"` and
+LMMS_EVAL_PLUGINS=capjudge set, then `capjudge report` and `capjudge leaderboard` on the runs; the sensitivity
+example), and `pip check`. Asserted along the way:
 the CPU torch kept, no torchvision and no CUDA package, the user's openai 3 kept, 0644 outputs.
 """
 
@@ -165,8 +167,8 @@ INSTALLED_EXAMPLES = {
 }
 
 
-def _run_readme_example(installed: InstalledCapjudge, tmp_path: Path, name: str, judge_url: str | None = None
-                        ) -> tuple[Path, subprocess.CompletedProcess[str]]:
+def _run_readme_example(installed: InstalledCapjudge, tmp_path: Path, name: str, judge_url: str | None = None,
+                        extra: dict[str, str] | None = None) -> tuple[Path, subprocess.CompletedProcess[str]]:
     """One README example, as written, from a fresh folder outside the repository, with the installed venv
     first on PATH (as after activating it), a private HOME, and the scripted judge as the configured judge."""
     from tests.support.readme_examples import examples, run_example
@@ -180,7 +182,7 @@ def _run_readme_example(installed: InstalledCapjudge, tmp_path: Path, name: str,
     judge = {} if judge_url is None else harness_env(judge_url, cache_path=tmp_path / "cache.sqlite",
                                                      datasets_cache=tmp_path / "hf_datasets_cache")
     env = _clean_env({**judge, "HOME": str(home), "VIRTUAL_ENV": str(installed.venv),
-                      "PATH": f"{installed.venv / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}"})
+                      "PATH": f"{installed.venv / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}", **(extra or {})})
     return folder, run_example(example, cwd=folder, env=env, timeout=1200)
 
 
@@ -204,8 +206,12 @@ def test_the_embedded_judge_compares_three_caption_sets_with_no_key(installed, t
 
 @pytest.mark.timeout(1200)  # three cold lmms-eval launches; the wait for the shared venv counts too
 def test_the_lmms_eval_loop_ranks_three_caption_sets_with_rows_linked_to_the_report(installed, tmp_path):
+    # With lmms-eval's plugin convention on, as for a user who set it (README: LMMS_EVAL_PLUGINS=capjudge works
+    # too; --include_path is still needed on 0.7.3, which builds its task index before it adds the plugins' task
+    # folders).
     with judge_server() as judge:
-        folder, done = _run_readme_example(installed, tmp_path, "lmms-eval loop", judge.base_url)
+        folder, done = _run_readme_example(installed, tmp_path, "lmms-eval loop", judge.base_url,
+                                           extra={"LMMS_EVAL_PLUGINS": "capjudge"})
         asked = len(judge.completions)
     assert asked == 3 * len(DEMO_TASKS) * 2  # three caption sets, both tasks, --limit 2: each judged once
     with (folder / "leaderboard" / "leaderboard.csv").open(encoding="utf-8", newline="") as handle:
@@ -217,6 +223,23 @@ def test_the_lmms_eval_loop_ranks_three_caption_sets_with_rows_linked_to_the_rep
     for model in ("good", "fair", "poor"):
         link = "report/" + items_link(DEMO_TASKS[0], model)
         assert f'href="{link.replace("&", "&amp;")}"' in page, model
+
+    # The group as lmms-eval reports one: the group's entry, its tasks under group_subtasks, each task with its
+    # own metrics; every per-item record names the capjudge release that judged it.
+    (group,) = (folder / "runs").glob("good/*_results.json")
+    results = json.loads(group.read_text(encoding="utf-8"))
+    assert results["group_subtasks"] == {"capjudge_demo": list(DEMO_TASKS)}
+    assert set(results["results"]) == {"capjudge_demo", *DEMO_TASKS}
+    assert {task: results["results"][task]["judged,none"] for task in DEMO_TASKS} == dict.fromkeys(DEMO_TASKS, LIMIT)
+    samples = [json.loads(line) for line in next(group.parent.glob("*_samples_gveval_demo.jsonl")).open(encoding="utf-8")]
+    assert {line["judged"]["judge"]["capjudge_version"] for line in samples} == {_project_version()}
+    # The leaderboard reads the group run as its tasks: the group's two tasks are two sections, the group entry
+    # itself (no metrics) none; the judge note names the capjudge release that judged, once per task.
+    assert {column.split("/", 1)[0] for column in rows[0] if "/" in column} == set(DEMO_TASKS)
+    markdown = (folder / "leaderboard" / "leaderboard.md").read_text(encoding="utf-8")
+    sections = [line[3:] for line in markdown.splitlines() if line.startswith("## ")]
+    assert set(DEMO_TASKS) <= set(sections) and "capjudge_demo" not in sections
+    assert markdown.count(f"capjudge {_project_version()}") == len(DEMO_TASKS)
 
 
 @pytest.mark.timeout(1200)  # every variant judged; the wait for the shared venv counts too
@@ -258,44 +281,6 @@ def test_every_capjudge_module_comes_from_the_wheel_not_the_checkout(installed):
     assert {"gveval/gveval_demo.yaml", "anycap_style/anycap_style_demo.yaml", "suites/capjudge.yaml",
             "suites/capjudge_demo.yaml", "demo/captions_good.jsonl"} <= {
         path.relative_to(tasks_folder).as_posix() for path in tasks_folder.rglob("*") if path.is_file()}
-
-
-def test_lmms_eval_runs_a_demo_task_and_the_group_and_the_leaderboard_reads_it(installed, tmp_path):
-    tasks_folder = Path(installed.run(installed.capjudge, "tasks-folder").stdout.strip())
-    captions = tasks_folder / "demo" / "captions_good.jsonl"
-    with judge_server() as judge:
-        env = _clean_env(harness_env(judge.base_url, cache_path=tmp_path / "cache.sqlite",
-                                     datasets_cache=tmp_path / "hf_datasets_cache",
-                                     extra={"LMMS_EVAL_PLUGINS": "capjudge"}))
-        # --include_path is still needed: lmms-eval 0.7.3 builds its TaskManager before it adds the
-        # LMMS_EVAL_PLUGINS task folders to the include path (lmms_eval/__main__.py), so those are never indexed.
-        lmms_eval = [installed.python, "-m", "lmms_eval", "--model", "captions_file", "--model_args",
-                     f"path={captions},model_name=good", "--include_path", tasks_folder, "--limit", str(LIMIT),
-                     "--log_samples", "--verbosity", "WARNING"]
-        # Both demo tasks as one lmms-eval group (a task alone is what the checkout's
-        # lmms-eval tests run; one launch of lmms-eval from the wheel is the costly part here).
-        installed.run(*lmms_eval, "--tasks", "capjudge_demo", "--output_path", tmp_path / "group", env=env)
-    (group,) = (tmp_path / "group").rglob("*_results.json")
-    results = json.loads(group.read_text(encoding="utf-8"))
-    assert results["results"]["gveval_demo"]["judged,none"] == LIMIT
-    assert results["group_subtasks"] == {"capjudge_demo": list(DEMO_TASKS)}
-    assert set(results["results"]) == {"capjudge_demo", *DEMO_TASKS}
-    assert {task: results["results"][task]["judged,none"] for task in DEMO_TASKS} == dict.fromkeys(DEMO_TASKS, LIMIT)
-    samples = [json.loads(line) for line in next(group.parent.glob("*_samples_gveval_demo.jsonl")).open(encoding="utf-8")]
-    assert {line["judged"]["judge"]["capjudge_version"] for line in samples} == {_project_version()}
-
-    board = tmp_path / "board"
-    installed.run(installed.capjudge, "leaderboard", group.parent, "--out", board)
-    with (board / "leaderboard.csv").open(encoding="utf-8", newline="") as handle:
-        rows = list(csv.DictReader(handle))
-    assert [row["model"] for row in rows] == ["good"]
-    # The group's two tasks are two sections; the group entry itself (no metrics) is none.
-    assert {column.split("/", 1)[0] for column in rows[0] if "/" in column} == set(DEMO_TASKS)
-    page = (board / "leaderboard.md").read_text(encoding="utf-8")
-    sections = [line[3:] for line in page.splitlines() if line.startswith("## ")]
-    assert set(DEMO_TASKS) <= set(sections) and "capjudge_demo" not in sections
-    # The judge note names the capjudge release that judged, once per task.
-    assert page.count(f"capjudge {_project_version()}") == len(DEMO_TASKS)
 
 
 def test_the_plugin_convention_registers_the_model_from_the_wheel(installed):
