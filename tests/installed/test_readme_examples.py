@@ -10,18 +10,16 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
-from pathlib import Path
 
 import pytest
-from tests.support.harness_runs import harness_env, judge_server
-from tests.support.readme_examples import KINDS, MarkerError, README, examples, run_example
+from tests.support.harness_runs import judge_server
+from tests.support.readme_examples import (KINDS, RUN_BY_THEIR_OWN_TEST, MarkerError, README, checkout_copy,
+                                           checkout_env, examples, run_example)
 
 from tests.support.paths import REPO_ROOT
 
-# What a checkout holds besides .git, .venv and what runs leave behind.
-SOURCE = ("pyproject.toml", "README.md", "MANIFEST.in", "Makefile", "judges", "metrics", "tasks", "tests", ".setup")
-CHECKOUT_EXAMPLES = [example for example in examples() if example.kind == "checkout"]
+CHECKOUT_EXAMPLES = [example for example in examples() if example.kind == "checkout"
+                     and not any(phrase in example.code for phrase in RUN_BY_THEIR_OWN_TEST)]
 
 
 def test_every_bash_block_says_where_it_runs_and_the_tests_it_names_exist():
@@ -65,18 +63,12 @@ def test_a_run_example_fails_on_an_error_and_on_a_missing_output(tmp_path):
         run_example(empty, cwd=tmp_path, env=dict(os.environ), timeout=30)
 
 
-def checkout_copy(root: Path) -> Path:
-    """The checkout's source, copied (so that what the example writes lands in the copy), `.venv` linked."""
-    copy = root / "checkout"
-    copy.mkdir()
-    for name in SOURCE:
-        source = REPO_ROOT / name
-        if source.is_dir():
-            shutil.copytree(source, copy / name, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
-        elif source.exists():
-            shutil.copy2(source, copy / name)
-    (copy / ".venv").symlink_to(REPO_ROOT / ".venv")
-    return copy
+def test_an_example_run_by_its_own_test_is_one_checkout_example_and_that_test_runs_it():
+    for phrase, test_file in RUN_BY_THEIR_OWN_TEST.items():
+        found = [example for example in examples() if phrase in example.code]
+        assert [example.kind for example in found] == ["checkout"], [str(example) for example in found]
+        source = (REPO_ROOT / test_file).read_text(encoding="utf-8")
+        assert "checkout_example(" in source and "run_example(" in source and phrase in source, test_file
 
 
 @pytest.mark.slow
@@ -92,13 +84,7 @@ def test_the_checkout_examples_run_as_written(example, tmp_path):
         world = PairwiseWorld()
         options["responder"] = lambda body: world.respond({**body, "model": "long"})
     with judge_server(**options) as judge:
-        env = harness_env(judge.base_url, cache_path=tmp_path / "judge_cache.sqlite",
-                          datasets_cache=tmp_path / "hf_datasets_cache")
-        env = {key: value for key, value in env.items() if not key.startswith("CAPJUDGE_") or key == "CAPJUDGE_CACHE"}
-        # As after `source .venv/bin/activate`: `python` and `pip` are the project's.
-        env["PATH"] = f"{REPO_ROOT / '.venv' / 'bin'}{os.pathsep}{env.get('PATH', '')}"
-        env["VIRTUAL_ENV"] = str(REPO_ROOT / ".venv")
-        done = run_example(example, cwd=copy, env=env, timeout=900)
+        done = run_example(example, cwd=copy, env=checkout_env(judge.base_url, tmp_path), timeout=900)
         asked = len(judge.completions)
     if "lmms_eval" in example.code:  # judged by the scripted judge, every demo item once: not only exited 0
         assert asked == 10, done.stderr[-2000:]

@@ -10,13 +10,16 @@ Every ```bash block in README.md carries a marker on the line above its fence:
 `makes` names files (globs allowed) the block must leave, relative to the folder it ran in: an exit status of
 0 alone is not proof (lmms-eval can exit 0 with no results). tests/installed/test_readme_examples.py runs the checkout
 blocks, tests/installed/test_installed_package.py the installed ones, both with a scripted judge behind the judge
-settings of the environment, as a user's configured judge would be.
+settings of the environment, as a user's configured judge would be. A checkout block whose run a test of its own
+needs (RUN_BY_THEIR_OWN_TEST: the 2-process `accelerate launch`, whose processes and requests
+tests/tasks/harness/test_multi_process.py counts) is run there, as written, instead of a second time.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +28,10 @@ from tests.support.paths import REPO_ROOT
 
 README = REPO_ROOT / "README.md"
 KINDS = ("checkout", "installed")
+# A phrase of a checkout example -> the test file that runs it (with run_example, in a checkout_copy).
+RUN_BY_THEIR_OWN_TEST = {"accelerate launch --num_processes 2": "tests/tasks/harness/test_multi_process.py"}
+# What a checkout holds besides .git, .venv and what runs leave behind.
+SOURCE = ("pyproject.toml", "README.md", "MANIFEST.in", "Makefile", "judges", "metrics", "tasks", "tests", ".setup")
 _MARKER = re.compile(r"^<!-- example: (?P<body>.*) -->$")
 _FENCE = re.compile(r"^```(?P<lang>\S*)\s*$")
 
@@ -100,3 +107,35 @@ def run_example(example: Example, *, cwd: Path, env: dict[str, str], timeout: fl
         made = [path for path in cwd.glob(pattern) if path.is_file() and path.stat().st_size > 0]
         assert made, f"{example} left no {pattern} in {cwd}\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}"
     return done
+
+
+def checkout_example(phrase: str, readme: Path = README) -> Example:
+    """The one checkout example whose code holds `phrase`."""
+    (found,) = [example for example in examples(readme) if example.kind == "checkout" and phrase in example.code]
+    return found
+
+
+def checkout_copy(root: Path) -> Path:
+    """The checkout's source, copied (so that what the example writes lands in the copy), `.venv` linked."""
+    copy = root / "checkout"
+    copy.mkdir()
+    for name in SOURCE:
+        source = REPO_ROOT / name
+        if source.is_dir():
+            shutil.copytree(source, copy / name, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+        elif source.exists():
+            shutil.copy2(source, copy / name)
+    (copy / ".venv").symlink_to(REPO_ROOT / ".venv")
+    return copy
+
+
+def checkout_env(judge_base_url: str, root: Path) -> dict[str, str]:
+    """A user's shell in the checkout with a judge configured: the judge settings, the reply cache at
+    root/judge_cache.sqlite, no other CAPJUDGE_ setting, and `python` the project's (as after activating .venv)."""
+    from tests.support.harness_runs import harness_env
+
+    env = harness_env(judge_base_url, cache_path=root / "judge_cache.sqlite", datasets_cache=root / "hf_datasets_cache")
+    env = {key: value for key, value in env.items() if not key.startswith("CAPJUDGE_") or key == "CAPJUDGE_CACHE"}
+    env["PATH"] = f"{REPO_ROOT / '.venv' / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+    env["VIRTUAL_ENV"] = str(REPO_ROOT / ".venv")
+    return env

@@ -1,4 +1,5 @@
-"""Past one process: lmms-eval under `accelerate launch` with 2 CPU processes (gloo), judged by capjudge.
+"""Past one process: lmms-eval under `accelerate launch` with 2 CPU processes (gloo), judged by capjudge: the
+README's example of it, run as written.
 
 The run proves its own scale: the per-item records name the rank and pid of the process that judged them
 (two of each, every item once), the test server counts the requests (one per item), and the scores and
@@ -9,9 +10,7 @@ caches are joined with `capjudge cache merge`.
 from __future__ import annotations
 
 import json
-import socket
 import sqlite3
-import subprocess
 from collections import Counter
 from pathlib import Path
 
@@ -20,32 +19,28 @@ from capjudge.judges.client.cache import ReplyCache
 from capjudge.judges.client.cache_files import CacheError, check_local_filesystem, filesystem_type
 from tests.support.paths import REPO_ROOT
 from tests.support.harness_runs import run_capjudge
-from tests.support.harness_runs import REPO_TASKS, harness_env, judge_server, run_lmms_eval, venv_python
+from tests.support.harness_runs import judge_server, run_lmms_eval
+from tests.support.readme_examples import checkout_copy, checkout_env, checkout_example, run_example
 
 CAPTIONS = REPO_ROOT / "tasks" / "demo" / "captions_good.jsonl"
 TASKS = ("gveval_demo", "anycap_style_demo")
 N_ITEMS = 10
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+# The README's "Past one process" example: this test runs it as written (tests/support/readme_examples.py's
+# RUN_BY_THEIR_OWN_TEST), then counts what it did.
+ACCELERATE_EXAMPLE = "accelerate launch --num_processes 2"
 
 
-def _accelerate_run(tmp_path: Path, judge, cache: Path) -> Path:
-    """`accelerate launch --num_processes 2` on CPU. Without a GPU, accelerate's `--cpu` starts ONE process
-    whatever --num_processes says; `--multi_gpu` with ACCELERATE_USE_CPU=true starts two, with gloo."""
-    output = tmp_path / "two_processes"
-    env = harness_env(judge.base_url, cache_path=cache, datasets_cache=tmp_path / "hf", extra={"ACCELERATE_USE_CPU": "true"})
-    command = [str(Path(venv_python()).with_name("accelerate")), "launch", "--num_processes", "2", "--multi_gpu",
-               "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", str(_free_port()),
-               "-m", "lmms_eval", "--model", "captions_file", "--model_args", f"path={CAPTIONS},model_name=good",
-               "--tasks", ",".join(TASKS), "--output_path", str(output), "--include_path", str(REPO_TASKS),
-               "--log_samples", "--verbosity", "WARNING"]
-    completed = subprocess.run(command, env=env, cwd=REPO_ROOT, capture_output=True, text=True, timeout=900)
-    results = list(output.rglob("*_results.json"))
-    assert completed.returncode == 0 and len(results) == 1, completed.stderr[-4000:]
+def _accelerate_run(tmp_path: Path, judge) -> Path:
+    """The README's `accelerate launch --num_processes 2` example, as written, in a copy of the checkout: on CPU,
+    accelerate's `--cpu` starts ONE process whatever --num_processes says; `--multi_gpu` with
+    ACCELERATE_USE_CPU=true starts two, with gloo. Its reply cache is tmp_path/judge_cache.sqlite."""
+    copy = checkout_copy(tmp_path)
+    run_example(checkout_example(ACCELERATE_EXAMPLE), cwd=copy, env=checkout_env(judge.base_url, tmp_path),
+                timeout=900)
+    results = list((copy / "results" / "runs").rglob("*_results.json"))
+    assert len(results) == 1, results
     return results[0]
 
 
@@ -57,9 +52,9 @@ def _samples(results_file: Path, task: str) -> list[dict]:
 
 @pytest.mark.slow
 def test_two_processes_judge_every_item_once_and_agree_with_one_process(tmp_path):
-    cache = tmp_path / "cache.sqlite"
+    cache = tmp_path / "judge_cache.sqlite"  # the example's (checkout_env)
     with judge_server() as judge:
-        results_file = _accelerate_run(tmp_path, judge, cache)
+        results_file = _accelerate_run(tmp_path, judge)
         assert len(judge.log) == N_ITEMS * len(TASKS)  # every item of both tasks judged exactly once
         two = json.loads(results_file.read_text())["results"]
         per_process: Counter = Counter()
