@@ -32,13 +32,10 @@ class ArenaEstimate:
     distinct: int  # orders asked: 2 x pairs, less those showing the same captions as another (asked once)
 
     def lines(self) -> list[str]:
-        left = self.cost.left
-        cached = (f", {left[0].cached:,.0f} of them already in the reply cache: {left[0].requests:,.0f} left to send"
-                  if len(left) == 1 and not self.cost.members else " (each panel member's reply cache: below)")
         same = (f" ({2 * self.pairs - self.distinct:,} orders show the same two captions as another and are asked "
                 "once)" if self.distinct != 2 * self.pairs else "")
         return [f"arena: {self.models} models, {self.items} items, {self.pairs} pairs x 2 orders = "
-                f"{self.distinct} requests per judge{same}{cached}", *self.cost.lines()]
+                f"{self.distinct} requests per judge{same}{self.cost.cache_note()}", *self.cost.lines()]
 
 
 def price_pairs(task: Any, judge: PairwiseJudge, pairs: Sequence[PlannedPair], models: int, *, output_tokens: float,

@@ -104,6 +104,14 @@ class CostEstimate:
     charges: tuple[MemberCharge, ...] = ()  # what earlier runs learned of the API's charge (`capjudge estimate`)
     left: tuple[LeftToPay, ...] = ()  # per judge (the one judge, or each member): what its reply cache holds
 
+    def cache_note(self) -> str:
+        """What the reply cache already answers, said on a dry run's first line (`capjudge arena --dry-run`,
+        `capjudge sensitivity --dry-run`): the one judge's count there; a panel's, member by member below."""
+        if len(self.left) == 1 and not self.members:
+            return (f", {self.left[0].cached:,.0f} of them already in the reply cache: {self.left[0].requests:,.0f} "
+                    "left to send")
+        return " (each panel member's reply cache: below)"
+
     def lines(self) -> list[str]:
         learned = [line for line in (charge.line() for charge in self.charges) if line is not None]
         if not self.members:

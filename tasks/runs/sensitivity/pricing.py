@@ -31,12 +31,8 @@ class SensitivityEstimate:
     def lines(self) -> list[str]:
         planned = self.items * (1 + self.perturbations)
         repeated = "" if planned == self.judgments else f" ({planned - self.judgments} repeat another caption of their item: judged once)"
-        # What the reply cache already answers: the one judge's count here; a panel's, member by member below.
-        left = self.cost.left
-        cached = (f", {left[0].cached:,.0f} of them already in the reply cache: {left[0].requests:,.0f} left to send"
-                  if len(left) == 1 and not self.cost.members else " (each panel member's reply cache: below)")
         return [f"sensitivity: {self.items} items x (1 original + {self.perturbations} perturbations) = "
-                f"{planned} judgments{repeated}; {self.judgments} to ask{cached}",
+                f"{planned} judgments{repeated}; {self.judgments} to ask{self.cost.cache_note()}",
                 *self.cost.lines()]
 
 
