@@ -3,7 +3,9 @@
 The checkout examples run from a copy of this checkout's source (its `.venv/` linked, nothing else of the
 working tree: no results of earlier runs), with a scripted judge behind the environment's judge settings, as
 a user who configured one. The installed-user examples run in tests/installed/test_installed_package.py, in a fresh
-venv with the built wheel. What cannot run here says why in its marker (tests/support/readme_examples.py).
+venv with the built wheel; a checkout example that a test of its own runs and counts (RUN_BY_THEIR_OWN_TEST, e.g.
+the 2-process accelerate launch in tests/tasks/harness/test_multi_process.py) runs there, once. What cannot run
+here says why in its marker (tests/support/readme_examples.py).
 """
 
 from __future__ import annotations
