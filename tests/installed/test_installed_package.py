@@ -25,7 +25,6 @@ import csv
 import json
 import os
 import re
-import shutil
 import stat
 import subprocess
 import tarfile

@@ -15,7 +15,7 @@ import re
 
 import pytest
 from tests.support.harness_runs import judge_server
-from tests.support.readme_examples import (KINDS, RUN_BY_THEIR_OWN_TEST, MarkerError, README, checkout_copy,
+from tests.support.readme_examples import (KINDS, RUN_BY_THEIR_OWN_TEST, MarkerError, checkout_copy,
                                            checkout_env, examples, run_example)
 
 from tests.support.paths import REPO_ROOT
