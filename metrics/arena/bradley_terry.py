@@ -118,16 +118,18 @@ def fit_strengths_many(design: np.ndarray, points: np.ndarray, weights: np.ndarr
         if active.size == 0:
             break
         t, s, w = theta[active], points[active], weights[active]
-        p = expit(t @ design.T)
+        z = t @ design.T
+        p = expit(z)
         gradient = -(w * (s - p)) @ design + RIDGE * t
         hessian = ((w * p * (1.0 - p)) @ outer).reshape(-1, n_parameters, n_parameters) + ridge
         step = np.linalg.solve(hessian, gradient[..., None])[..., 0]
         decrement = np.sum(gradient * step, axis=1)
         going = decrement > NEWTON_DECREMENT
-        active, t, s, w, step, decrement = active[going], t[going], s[going], w[going], step[going], decrement[going]
-        before = penalised_loss(t, t @ design.T, s, w)
+        active, t, z, s, w = active[going], t[going], z[going], s[going], w[going]
+        step, decrement = step[going], decrement[going]
+        before = penalised_loss(t, z, s, w)
         size = np.ones(active.size)
-        for _ in range(60):  # the full step, or half of it, ... until the decrease is a quarter of the predicted
+        for _ in range(60):  # the full step, or half of it, ... until the decrease is 1e-4 of the predicted (Armijo)
             trial = t - size[:, None] * step
             short = penalised_loss(trial, trial @ design.T, s, w) > before - 1e-4 * size * decrement
             if not short.any():
