@@ -95,10 +95,9 @@ test: setup $(MIN_VENV)/.installed
 	test $$suite -eq 0 && test $$lowest -eq 0
 
 # On TEST_MIN_WORKERS processes (TEST_WORKERS alone, one beside the suite): about half of it waits on test servers
-# and pacing windows. The three budget
-# tests that fill whole pacing windows (about 20 s each, the longest here) run in the suite above only: they test
-# capjudge's own window arithmetic, and the SDK's side of pacing at the lowest versions (429s, rate-limit headers,
-# several processes on one budget) is in the budget and client tests kept here.
+# and pacing windows. The three budget tests that fill whole pacing windows (about 20 s each, the longest here) run
+# in the suite above only: they test capjudge's own window arithmetic, and the SDK's side of pacing at the lowest
+# versions (429s, rate-limit headers, several processes on one budget) is in the budget and client tests kept here.
 MIN_DESELECT := not header_learned_token_pacing and not authority_over_usage
 TEST_MIN_WORKERS ?= $(TEST_WORKERS)
 test-min: $(MIN_VENV)/.installed
