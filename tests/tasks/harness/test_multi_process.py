@@ -32,16 +32,16 @@ N_ITEMS = 10
 ACCELERATE_EXAMPLE = "accelerate launch --num_processes 2"
 
 
-def _accelerate_run(tmp_path: Path, judge) -> Path:
+def _accelerate_run(tmp_path: Path, judge) -> tuple[Path, Path]:
     """The README's `accelerate launch --num_processes 2` example, as written, in a copy of the checkout: on CPU,
     accelerate's `--cpu` starts ONE process whatever --num_processes says; `--multi_gpu` with
-    ACCELERATE_USE_CPU=true starts two, with gloo. Its reply cache is tmp_path/judge_cache.sqlite."""
+    ACCELERATE_USE_CPU=true starts two, with gloo. Returns its results file and the reply cache it used."""
     copy = checkout_copy(tmp_path)
-    run_example(checkout_example(ACCELERATE_EXAMPLE), cwd=copy, env=checkout_env(judge.base_url, tmp_path),
-                timeout=900)
+    env = checkout_env(judge.base_url, tmp_path)
+    run_example(checkout_example(ACCELERATE_EXAMPLE), cwd=copy, env=env, timeout=900)
     results = list((copy / "results" / "runs").rglob("*_results.json"))
     assert len(results) == 1, results
-    return results[0]
+    return results[0], Path(env["CAPJUDGE_CACHE"])
 
 
 def _samples(results_file: Path, task: str) -> list[dict]:
@@ -52,9 +52,8 @@ def _samples(results_file: Path, task: str) -> list[dict]:
 
 @pytest.mark.slow
 def test_two_processes_judge_every_item_once_and_agree_with_one_process(tmp_path):
-    cache = tmp_path / "judge_cache.sqlite"  # the example's (checkout_env)
     with judge_server() as judge:
-        results_file = _accelerate_run(tmp_path, judge)
+        results_file, cache = _accelerate_run(tmp_path, judge)
         assert len(judge.log) == N_ITEMS * len(TASKS)  # every item of both tasks judged exactly once
         two = json.loads(results_file.read_text())["results"]
         per_process: Counter = Counter()
