@@ -7,12 +7,13 @@ Input: the folders lmms-eval writes with `--output_path DIR --log_samples` — p
 
 A run's name is data: `capjudge judge` records it whole (`config.model_name`), so a name with a comma, a
 slash or a newline comes back exactly as it was given. When one model's runs hold the same task twice, the
-run started last is used (see `run_start`).
+run started last is used (see `run_start` and `read_runs`).
 """
 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -49,6 +50,9 @@ class Run:
     # When the newest run started (seconds since the epoch), and how that is known (see `run_start`).
     started: float = 0.0
     started_from: str = ""
+    # True when that start is known to the second only (lmms-eval's date stamp): it lies in [started, started + 1).
+    started_to_the_second: bool = False
+    written: float = 0.0  # when the newest results file was last written (its modification time)
 
     @property
     def results_path(self) -> Path:
@@ -80,8 +84,13 @@ def read_runs(arguments: Sequence[str]) -> tuple[list[Run], list[str]]:
 
     Results files with the same model name are merged into one row, because a model is often run one task
     at a time. When two of them hold the same task, the run started last wins (from the instant each run
-    records, `run_start`; files started in the same second are ordered by path), with a warning naming the
-    run used, the run left out and when each started.
+    records, `run_start`), with a warning naming the run used, the run left out and when each started.
+
+    lmms-eval records its start to the second only: a `capjudge judge` run that started at 12:00:05.3 and an
+    lmms-eval run stamped 12:00:05 cannot be told apart by their starts (the lmms-eval run may have started
+    at 12:00:05.9). Runs that started in a second in which such a stamp falls are ordered by when their results
+    files were written (then by path), and the warning says so, instead of taking the stamp for an instant and
+    silently using the run that started first.
     """
     runs: list[Run] = []
     for argument in arguments:
@@ -93,13 +102,24 @@ def read_runs(arguments: Sequence[str]) -> tuple[list[Run], list[str]]:
     warnings: list[str] = []
     merged: dict[str, Run] = {}
     used: dict[tuple[str, str], Run] = {}  # (name, task) -> the run whose task is used so far
-    for run in sorted(runs, key=lambda r: (r.started, str(r.results_path))):
+    stamped_seconds = {math.floor(run.started) for run in runs if run.started_to_the_second}
+
+    def started_order(run: Run) -> tuple[int, tuple[float, str]]:
+        second = math.floor(run.started)
+        within = run.written if second in stamped_seconds else run.started
+        return second, (within, str(run.results_path))
+
+    for run in sorted(runs, key=started_order):
         for task in run.tasks:
             earlier = used.get((run.name, task))
             if earlier is not None:
+                second = math.floor(run.started)
+                same_second = second in stamped_seconds and math.floor(earlier.started) == second
+                rule = ("both started in the same second, which is all lmms-eval's date stamp records: the run "
+                        "written last is used" if same_second else "the run started last is used")
                 warnings.append(
                     f"{run.name}: {task} was run more than once; using {run.results_path} ({_start_note(run)}), "
-                    f"not {earlier.results_path} ({_start_note(earlier)}): the run started last is used"
+                    f"not {earlier.results_path} ({_start_note(earlier)}): {rule}"
                 )
             used[(run.name, task)] = run
         earlier_run = merged.get(run.name)
@@ -112,6 +132,8 @@ def read_runs(arguments: Sequence[str]) -> tuple[list[Run], list[str]]:
             tasks={**earlier_run.tasks, **run.tasks},
             started=run.started,
             started_from=run.started_from,
+            started_to_the_second=run.started_to_the_second,
+            written=run.written,
         )
     order = list(dict.fromkeys(run.name for run in runs))
     return [merged[name] for name in order], warnings
@@ -120,6 +142,10 @@ def read_runs(arguments: Sequence[str]) -> tuple[list[Run], list[str]]:
 def _start_note(run: Run) -> str:
     instant = datetime.fromtimestamp(run.started, timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
     return f"started {instant} by {run.started_from}"
+
+
+# How `run_start` says it read lmms-eval's date stamp, which records the start to the second only.
+_FROM_LMMS_EVAL_STAMP = "lmms-eval's date stamp"
 
 
 def run_start(results: Mapping[str, Any], results_path: Path) -> tuple[float, str]:
@@ -150,7 +176,7 @@ def run_start(results: Mapping[str, Any], results_path: Path) -> tuple[float, st
         except (ValueError, LookupError):  # another format, or a zone this machine does not know
             instant = None
         if instant is not None:
-            return instant.timestamp(), f"lmms-eval's date stamp {stamp} in {zone}"
+            return instant.timestamp(), f"{_FROM_LMMS_EVAL_STAMP} {stamp} in {zone}"
     return results_path.stat().st_mtime, "the file's modification time, as it records no start"
 
 
@@ -206,6 +232,10 @@ def read_run(results_path: Path, name: str | None = None) -> Run:
     if not isinstance(model_args, str):
         model_args = json.dumps(model_args, sort_keys=True)
     started, started_from = run_start(results, results_path)
+    try:
+        written = results_path.stat().st_mtime
+    except OSError as error:
+        raise RunFileError(f"{results_path}: cannot read lmms-eval results ({error.strerror or error})") from None
     return Run(
         name=name or run_display_name(results),
         results_paths=(results_path,),
@@ -215,6 +245,8 @@ def read_run(results_path: Path, name: str | None = None) -> Run:
         tasks=tasks,
         started=started,
         started_from=started_from,
+        started_to_the_second=started_from.startswith(_FROM_LMMS_EVAL_STAMP),
+        written=written,
     )
 
 

@@ -109,14 +109,22 @@ def _capjudge_run(judge, tmp_path: Path, name: str, score: int) -> Path:
     return results_file
 
 
+def _start_in_a_new_second() -> None:
+    """Waits for the next whole second: lmms-eval records its start to the second only, and runs started in the
+    same second are ordered by when they were written (test_runs_that_started_in_one_stamped_second_...)."""
+    time.sleep(1.0 - time.time() % 1.0 + 0.01)
+
+
 def test_the_run_started_last_wins_whatever_time_zone_its_file_name_is_stamped_in(tmp_path):
     with judge_server() as judge:
         first = _capjudge_run(judge, tmp_path, "judged_first", score=20)
         judge.responder = rubric_responder
+        _start_in_a_new_second()
         harness = run_lmms_eval(
             model="captions_file", model_args=f"path={CAPTIONS},model_name=good", tasks=GVEVAL,
             output_path=tmp_path / "harness", judge_base_url=judge.base_url, cache_path=tmp_path / "harness_cache.sqlite",
         ).results_file
+        _start_in_a_new_second()
         last = _capjudge_run(judge, tmp_path, "judged_last", score=30)
     harness_results = json.loads(harness.read_text(encoding="utf-8"))
     harness_mean = harness_results["results"][GVEVAL]["gveval_mean,none"]
@@ -137,3 +145,62 @@ def test_the_run_started_last_wins_whatever_time_zone_its_file_name_is_stamped_i
     assert f"by its started_at), not {harness} (started " in warning
     stamp = harness_results["date"]
     assert f"by lmms-eval's date stamp {stamp} in Asia/Singapore): the run started last is used" in warning
+
+
+def _results_file(folder: Path, name: str, started: dict, written: float, mean: float) -> Path:
+    """A results file of the model `good` on G-VEval's demo task, last written at `written`."""
+    path = folder / "good" / name
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"results": {GVEVAL: {"gveval_mean,none": mean}}, "configs": {GVEVAL: {"task": GVEVAL}},
+                                **started}), encoding="utf-8")
+    os.utime(path, (written, written))
+    return path
+
+
+def _judged_at(instant: str) -> dict:
+    """What `capjudge judge` records: its start to the microsecond, with its offset."""
+    return {"started_at": instant, "config": {"model": "captions_file", "model_args": "", "model_name": "good"}}
+
+
+def _stamped(stamp: str) -> dict:
+    """What lmms-eval records: its start to the second, in its time zone (UTC+8 here)."""
+    return {"date": stamp, "lmms_eval_version": "0.7.3",
+            "config": {"model": "captions_file", "model_args": "model_name=good",
+                       "resolved_cli_args": {"timezone": "Asia/Singapore"}}}
+
+
+@pytest.mark.parametrize(("judged_written", "harness_written", "used"), [(1000, 2000, "harness"), (2000, 1000, "judged")])
+def test_runs_that_started_in_one_stamped_second_are_ordered_by_when_they_were_written_and_the_warning_says_so(
+        tmp_path, judged_written, harness_written, used):
+    """A `capjudge judge` run started at 12:00:05.3 UTC and an lmms-eval run stamped 20:00:05 in UTC+8 (12:00:05
+    UTC, to the second: it may have started at 12:00:05.9). Read as instants, the stamp would always lose: the run
+    written last is used instead, and the warning says why."""
+    from capjudge.metrics.files.runs import read_runs
+
+    judged = _results_file(tmp_path / "judged", "20261129_120005_results.json",
+                           _judged_at("2026-11-29T12:00:05.300000+00:00"), judged_written, 20.0)
+    harness = _results_file(tmp_path / "harness", "20261129_200005_results.json", _stamped("20261129_200005"),
+                            harness_written, 80.0)
+    (run,), (warning,) = read_runs([str(tmp_path / "judged"), str(tmp_path / "harness")])
+    winner, loser = (harness, judged) if used == "harness" else (judged, harness)
+    assert run.results_path == winner
+    assert run.tasks[GVEVAL].harness_values["gveval_mean"] == (80.0 if used == "harness" else 20.0)
+    assert f"using {winner} (started 2026-11-29 12:00:05 UTC by " in warning and f"not {loser} (started 2026-11-29 12:00:05 UTC" in warning
+    assert warning.endswith("both started in the same second, which is all lmms-eval's date stamp records: the run "
+                            "written last is used")
+
+
+def test_a_stamp_of_a_later_second_wins_and_two_exact_starts_in_one_second_keep_their_order_whenever_written(tmp_path):
+    from capjudge.metrics.files.runs import read_runs
+
+    # The stamp says 12:00:06 UTC: started after 12:00:05.9, whatever the files' times say.
+    judged = _results_file(tmp_path / "a" / "judged", "x_results.json", _judged_at("2026-11-29T12:00:05.900000+00:00"), 2000, 20.0)
+    harness = _results_file(tmp_path / "a" / "harness", "20261129_200006_results.json", _stamped("20261129_200006"), 1000, 80.0)
+    (run,), (warning,) = read_runs([str(tmp_path / "a")])
+    assert run.results_path == harness and warning.endswith(f"not {judged} (started 2026-11-29 12:00:05 UTC by its "
+                                                            "started_at): the run started last is used")
+    # Two exact starts in one second with no stamp in it: the instants decide, not the files' times.
+    earlier = _results_file(tmp_path / "b" / "first", "x_results.json", _judged_at("2026-11-29T12:00:05.300000+00:00"), 2000, 20.0)
+    later = _results_file(tmp_path / "b" / "second", "x_results.json", _judged_at("2026-11-29T12:00:05.700000+00:00"), 1000, 30.0)
+    (run,), (warning,) = read_runs([str(tmp_path / "b")])
+    assert run.results_path == later and f"not {earlier} " in warning and warning.endswith("the run started last is used")
