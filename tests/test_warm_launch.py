@@ -1,7 +1,7 @@
 """The warm launcher (tests/support/warm_launch.py) against real capjudge commands: a warm child must give what the
 real command line gives (exit status, stdout, stderr, traceback), see exactly the environment and working
 directory it is given, and die at its timeout; the task index its server builds once is the one lmms-eval
-builds."""
+builds; the demo clips' frames it renders once are the ones a child renders, and only theirs are kept."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from tests.support.paths import REPO_ROOT
 from tests.support.harness_runs import TEST_API_KEY, TEST_JUDGE_MODEL, run_capjudge_cli
+from tests.support.warm_launch import warm_start
 
 PUBLISHED_GVEVAL_MODEL = "gpt-4o-2024-05-13"
 
@@ -135,3 +136,34 @@ def test_the_task_index_the_warm_server_builds_once_is_the_one_lmms_eval_builds(
     assert found["tasks"] > 1000  # lmms-eval's own tasks, not an empty folder
     assert found == {"tasks": found["tasks"], "equal": True, "own_copy": True, "other_folders": True,
                      "patched": "tests.support.warm_task_index"}
+
+
+_FRAMES_CHECK = """
+import json, shutil, sys
+from capjudge.judges import descriptor
+from capjudge.judges.known_judges import SHIPPED_JUDGES
+from capjudge.tasks import TASKS_DIR
+
+at_start = descriptor._rendered_video.cache_info()
+clip = TASKS_DIR / "demo" / "red_ball.mp4"
+same = {name: judge.frames.render(video=clip) == judge.frames._render_now(clip, None)
+        for name, judge in SHIPPED_JUDGES.items()}
+after_demo = descriptor._rendered_video.cache_info()
+copy = shutil.copy(clip, sys.argv[1])  # the same bytes under another identity
+SHIPPED_JUDGES["gveval"].frames.render(video=copy)
+after_copy = descriptor._rendered_video.cache_info()
+print(json.dumps({"kept_at_start": at_start.currsize, "demo_hits": after_demo.hits - at_start.hits,
+                  "demo_misses": after_demo.misses - at_start.misses, "same_as_rendered_here": same,
+                  "copy_misses": after_copy.misses - after_demo.misses}))
+"""
+
+
+def test_a_warm_child_starts_with_the_demo_clips_frames_its_server_rendered_and_renders_any_other_video(tmp_path):
+    """tests/support/warm_demo_frames.py: the ten demo clips rendered once in the server, for both shipped judges'
+    geometries, are what the child would render itself (byte for byte); a copy of one is rendered anew."""
+    child = warm_start("code", [_FRAMES_CHECK, str(tmp_path / "copied.mp4")], env=_env(tmp_path), cwd=tmp_path)
+    stdout, stderr = child.communicate(timeout=120)
+    assert child.returncode == 0, stderr[-3000:]
+    found = json.loads(stdout.strip().splitlines()[-1])
+    assert found == {"kept_at_start": 2 * 10, "demo_hits": 2, "demo_misses": 0,
+                     "same_as_rendered_here": {"gveval": True, "anycap": True}, "copy_misses": 1}

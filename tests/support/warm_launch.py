@@ -49,8 +49,9 @@ MODULES: dict[str, str] = {"lmms_eval": "lmms_eval", "capjudge": "capjudge.tasks
 # torch, transformers, accelerate, datasets and lmms_eval.tasks, whose imports are most of a launch's cost.
 # warm_task_index: lmms-eval's index of its own task YAMLs, built once in the server (see that module).
 # warm_late_imports: what every run imported only once it ran (see that module).
+# warm_demo_frames: the demo clips' frames, which most runs judge, rendered once in the server (see that module).
 PRELOAD = ("tests.support.warm_launch", "lmms_eval.__main__", "lmms_eval.cli.dispatch", "tests.support.warm_task_index",
-           "tests.support.warm_late_imports")
+           "tests.support.warm_late_imports", "tests.support.warm_demo_frames")
 # Imported last: freezes what the server has built so far out of the garbage collector's reach (see it).
 FREEZE = "tests.support.warm_gc_freeze"
 CAPJUDGE_PACKAGES = ("capjudge.judges", "capjudge.metrics", "capjudge.tasks")
