@@ -2,6 +2,10 @@
 # Both start with `make setup`, which is idempotent (it reinstalls only when pyproject.toml changes).
 
 PYTHON ?= python3
+# Python's default: bytecode caches are written (__pycache__, beside the sources). A shell that sets
+# PYTHONDONTWRITEBYTECODE (this project's build machine does) would make each of the suite's processes compile
+# every capjudge module and pytest's rewritten test modules again: ~5 CPU-s per pytest worker's collection alone.
+unexport PYTHONDONTWRITEBYTECODE
 VENV   := .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip --disable-pip-version-check
