@@ -12,7 +12,7 @@ dependency comes from the package index (pip's cache, warm after `make setup`).
 
 Then, from a folder outside the repository, with only the installed package: every capjudge module comes from
 the wheel, `capjudge --version`, lmms-eval's plugin convention, the README's installed-user examples as written
-(the key-free embedded judge comparing three caption sets with `capjudge demo`; the `capjudge_demo` group run by
+(the key-free embedded judge comparing two caption sets with `capjudge demo`; the `capjudge_demo` group run by
 lmms-eval for three caption sets against a test judge with `--include_path "$(capjudge tasks-folder)"` and
 LMMS_EVAL_PLUGINS=capjudge set, then `capjudge report` and `capjudge leaderboard` on the runs; the sensitivity
 example), and `pip check`. Asserted along the way:
@@ -186,14 +186,14 @@ def _run_readme_example(installed: InstalledCapjudge, tmp_path: Path, name: str,
 
 
 @pytest.mark.timeout(1200)  # the embedded judge on 2 loaded cores: minutes per caption set
-def test_the_embedded_judge_compares_three_caption_sets_with_no_key(installed, tmp_path):
+def test_the_embedded_judge_compares_two_caption_sets_with_no_key(installed, tmp_path):
     # The README's example with no judge configured at all: the embedded judge needs no key.
     folder, done = _run_readme_example(installed, tmp_path, "demo")
     out = folder / "demo"
     assert done.stdout.startswith(f"capjudge {_project_version()}")
     with (out / "leaderboard.csv").open(encoding="utf-8", newline="") as handle:
         rows = list(csv.DictReader(handle))
-    assert sorted(row["model"] for row in rows) == ["fair", "good", "poor"]  # a comparison, not a single row
+    assert sorted(row["model"] for row in rows) == ["good", "poor"]  # a comparison, not a single row
     shared = [path for path in out.rglob("*") if path.is_file() and not path.name.startswith(".")
               and path.suffix in (".md", ".csv", ".html", ".png", ".json", ".jsonl")]
     modes = {str(path.relative_to(out)): stat.S_IMODE(path.stat().st_mode) for path in shared}
