@@ -50,13 +50,16 @@ class Run:
     # When the newest run started (seconds since the epoch), and how that is known (see `run_start`).
     started: float = 0.0
     started_from: str = ""
-    # True when that start is known to the second only (lmms-eval's date stamp): it lies in [started, started + 1).
-    started_to_the_second: bool = False
     written: float = 0.0  # when the newest results file was last written (its modification time)
 
     @property
     def results_path(self) -> Path:
         return self.results_paths[-1]
+
+    @property
+    def started_to_the_second(self) -> bool:
+        """The start is lmms-eval's date stamp, known to the second only: it lies in [started, started + 1)."""
+        return self.started_from.startswith(_FROM_LMMS_EVAL_STAMP)
 
 
 def parse_run_argument(argument: str) -> tuple[str | None, Path]:
@@ -132,7 +135,6 @@ def read_runs(arguments: Sequence[str]) -> tuple[list[Run], list[str]]:
             tasks={**earlier_run.tasks, **run.tasks},
             started=run.started,
             started_from=run.started_from,
-            started_to_the_second=run.started_to_the_second,
             written=run.written,
         )
     order = list(dict.fromkeys(run.name for run in runs))
@@ -245,7 +247,6 @@ def read_run(results_path: Path, name: str | None = None) -> Run:
         tasks=tasks,
         started=started,
         started_from=started_from,
-        started_to_the_second=started_from.startswith(_FROM_LMMS_EVAL_STAMP),
         written=written,
     )
 
