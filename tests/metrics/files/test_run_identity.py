@@ -204,3 +204,17 @@ def test_a_stamp_of_a_later_second_wins_and_two_exact_starts_in_one_second_keep_
     later = _results_file(tmp_path / "b" / "second", "x_results.json", _judged_at("2026-11-29T12:00:05.700000+00:00"), 1000, 30.0)
     (run,), (warning,) = read_runs([str(tmp_path / "b")])
     assert run.results_path == later and f"not {earlier} " in warning and warning.endswith("the run started last is used")
+
+
+def test_capjudge_leaderboard_uses_the_run_written_last_of_one_stamped_second_and_says_so(tmp_path):
+    """The same tie through the command: the row is the lmms-eval run's (written last), and the warning says why."""
+    judged = _results_file(tmp_path / "runs" / "judged", "20261129_120005_results.json",
+                           _judged_at("2026-11-29T12:00:05.300000+00:00"), 1000, 20.0)
+    harness = _results_file(tmp_path / "runs" / "harness", "20261129_200005_results.json",
+                            _stamped("20261129_200005"), 2000, 80.0)
+    rows, warnings = _leaderboard(tmp_path / "board", tmp_path / "runs")
+    assert float(rows["good"][f"{GVEVAL}/gveval_mean"]) == 80.0
+    (warning,) = [line for line in warnings.splitlines() if "was run more than once" in line]
+    assert f"using {harness} " in warning and f"not {judged} " in warning
+    assert warning.endswith("both started in the same second, which is all lmms-eval's date stamp records: the run "
+                            "written last is used")
