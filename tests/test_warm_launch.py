@@ -109,33 +109,68 @@ def test_a_warm_child_past_its_timeout_is_killed_and_raises(tmp_path, server):
 
 
 _INDEX_CHECK = """
-import json, os, sys
+import json, os, shutil, sys
 sys.path.insert(0, sys.argv[1])
-from tests.support import warm_task_index as remembered  # builds lmms-eval's index of its own folder, with lmms-eval's code
+from tests.support import warm_task_index as remembered  # builds both indexes, with lmms-eval's code
 from lmms_eval.tasks import TaskManager
-built = remembered._remembered[remembered.LMMS_EVAL_TASKS]
-first = TaskManager._get_task_and_group(remembered.bare_task_manager(), remembered.LMMS_EVAL_TASKS)
+
+built_by_lmms_eval = []
+lmms_eval_code = remembered.index_lmms_eval_builds
+remembered.index_lmms_eval_builds = lambda self, folder: built_by_lmms_eval.append(folder) or lmms_eval_code(self, folder)
+index = lambda folder: TaskManager._get_task_and_group(remembered.bare_task_manager(), folder)
+fresh = lambda folder: lmms_eval_code(remembered.bare_task_manager(), folder)
+
+built = remembered._lmms_eval_index
+first = index(remembered.LMMS_EVAL_TASKS)
 first["gveval_references"] = "changed by a run"  # a run that changes its copy changes no other run's
-second = TaskManager._get_task_and_group(remembered.bare_task_manager(), remembered.LMMS_EVAL_TASKS)
-ours = os.path.join(sys.argv[2], "tasks")  # any other folder is indexed afresh by lmms-eval's code
-print(json.dumps({"tasks": len(built), "equal": second == built and second is not built, "own_copy": second is not first,
-                  "other_folders": TaskManager._get_task_and_group(remembered.bare_task_manager(), ours)
-                  == remembered.index_lmms_eval_builds(remembered.bare_task_manager(), ours),
-                  "patched": TaskManager._get_task_and_group.__module__}))
+second = index(remembered.LMMS_EVAL_TASKS)
+ours = os.path.join(sys.argv[2], "tasks")  # capjudge's folder, remembered while unchanged
+kept = index(ours)
+found = {"tasks": len(built), "equal": second == built and second is not built, "own_copy": second is not first,
+         "ours_remembered": kept == fresh(ours) and "gveval_demo" in kept and built_by_lmms_eval == []}
+
+os.chdir(sys.argv[3])
+copied = shutil.copytree(ours, "copy", ignore=shutil.ignore_patterns("*.mp4", "*.jsonl", "__pycache__"))
+found["copy_indexed_afresh"] = index(copied) == fresh(copied) and built_by_lmms_eval[-1:] == [copied]
+found["copy_remembered"] = remembered.remember(copied) and index(copied) == fresh(copied)
+demo = os.path.join(copied, "gveval", "gveval_demo.yaml")
+with open(demo, encoding="utf-8") as handle:
+    text = handle.read()
+with open(demo, "w", encoding="utf-8") as handle:  # the same length: only the bytes tell
+    handle.write(text.replace("task: gveval_demo", "task: gveval_dem0"))
+changed = index(copied)
+found["changed_indexed_afresh"] = changed == fresh(copied) and "gveval_dem0" in changed and "gveval_demo" not in changed
+with open(demo, "w", encoding="utf-8") as handle:
+    handle.write(text)
+with open("gveval.yaml", "w", encoding="utf-8") as handle:  # lmms-eval reads an include from the working folder first
+    handle.write("group: from_the_working_folder\\n")  # a tag of every task that includes gveval.yaml
+shadowed = index(copied)
+found["shadowed_indexed_afresh"] = shadowed == fresh(copied) and "from_the_working_folder" in shadowed
+os.remove("gveval.yaml")
+found["unchanged_again"] = index(copied) == remembered._remembered[copied].index
+found["built_by_lmms_eval"] = built_by_lmms_eval
+found["patched"] = TaskManager._get_task_and_group.__module__
+print(json.dumps(found))
 """
 
 
-def test_the_task_index_the_warm_server_builds_once_is_the_one_lmms_eval_builds():
-    """tests/support/warm_task_index.py: lmms-eval's own task folder indexed once in the server, by lmms-eval's code,
-    each run given its own copy, every other folder indexed as lmms-eval does (in a subprocess: the patch must
-    not reach this test process)."""
-    done = subprocess.run([sys.executable, "-c", _INDEX_CHECK, str(REPO_ROOT), str(REPO_ROOT)],
+def test_the_task_indexes_the_warm_server_builds_once_are_the_ones_lmms_eval_builds(tmp_path):
+    """tests/support/warm_task_index.py: lmms-eval's own task folder and capjudge's indexed once in the server, by
+    lmms-eval's code, each run given its own copy; capjudge's only while every YAML it was built from is unchanged
+    (a changed file, or an include name shadowed by the working folder, is indexed afresh); every other folder
+    indexed as lmms-eval does (in a subprocess: the patch must not reach this test process)."""
+    done = subprocess.run([sys.executable, "-c", _INDEX_CHECK, str(REPO_ROOT), str(REPO_ROOT), str(tmp_path)],
                           capture_output=True, text=True, timeout=300, cwd=REPO_ROOT)
     assert done.returncode == 0, done.stderr[-3000:]
     found = json.loads(done.stdout.strip().splitlines()[-1])
     assert found["tasks"] > 1000  # lmms-eval's own tasks, not an empty folder
-    assert found == {"tasks": found["tasks"], "equal": True, "own_copy": True, "other_folders": True,
-                     "patched": "tests.support.warm_task_index"}
+    # lmms-eval's code ran for the copy before it was remembered, to remember it, and for the changed and the
+    # shadowed copy; never for capjudge's unchanged folder nor the copy back to its remembered state (the fresh
+    # indexes compared with call lmms-eval's code directly, uncounted).
+    assert found == {"tasks": found["tasks"], "equal": True, "own_copy": True, "ours_remembered": True,
+                     "built_by_lmms_eval": ["copy", "copy", "copy", "copy"], "copy_indexed_afresh": True,
+                     "copy_remembered": True, "changed_indexed_afresh": True, "shadowed_indexed_afresh": True,
+                     "unchanged_again": True, "patched": "tests.support.warm_task_index"}
 
 
 _FRAMES_CHECK = """
