@@ -27,6 +27,7 @@ from tests.support.paths import REPO_ROOT
 from tests.support.harness_runs import run_capjudge
 from tests.support.harness_runs import TEST_API_KEY, TEST_JUDGE_MODEL, judge_server, run_capjudge_cli
 from tests.support.hostile import refusal_line
+from tests.support.vatex_baselines_subset import baselines_json, baselines_subset
 from scipy.stats import kendalltau
 
 # Three clips of two candidates; ratings spread so that every coefficient is defined.
@@ -244,25 +245,24 @@ def test_flipped_cache_scores_are_never_printed(tmp_path, vatex_file):
 
 
 @pytest.mark.slow
-def test_a_flipped_cache_is_recomputed_and_the_printed_tau_is_unchanged(tmp_path, vatex_file):
-    """The same edit where pycocoevalcap can run: one warning line naming the file, the scores recomputed
-    (pycocoevalcap, Java, 6 candidates), the printed tau-b exactly what it was before the edit."""
+def test_a_flipped_cache_is_recomputed_and_the_printed_tau_is_unchanged(tmp_path, tmp_path_factory, worker_id):
+    """The same edit where pycocoevalcap can run, on a copy of the real 20-clip subset's computed cache
+    (tests/support/vatex_baselines_subset.py): one warning line naming the file, the 1-reference scores
+    recomputed (pycocoevalcap, Java, 120 candidates), the printed tau-b exactly what it was before the edit."""
     from capjudge.metrics.human_correlation.vatex_baselines import cache_path
 
-    args = ("vatex", str(vatex_file), "--baselines", "--cache-dir", str(tmp_path / "cache"), "--resamples", "0",
-            "--format", "json")
-    first = run_capjudge(*args, timeout=600)
-    assert first.returncode == 0, first.stderr
-    path = cache_path(tmp_path / "cache", load_vatex_eval(vatex_file), 1)
+    subset = baselines_subset(tmp_path_factory, worker_id)
+    cache = shutil.copytree(subset.cache_dir, tmp_path / "cache")
+    path = cache_path(cache, load_vatex_eval(subset.data), 1)
     path.write_text(json.dumps(_flipped(json.loads(path.read_text()), "CIDEr")))
-    again = run_capjudge(*args, timeout=600)
+    again = baselines_json(subset.data, cache)
     assert again.returncode == 0, again.stderr
     warning = (f"capjudge vatex: {path}: cache file's contents do not match its sha256 digest (changed since it "
                "was written); not used: recomputed and replaced")
     assert [line for line in again.stderr.splitlines() if "not used" in line] == [warning]
-    assert _cider_tau(again) == _cider_tau(first)
+    assert _cider_tau(again) == _cider_tau(subset.first)
     # The replaced file is sealed again: a third run reads it without a word.
-    third = run_capjudge(*args, timeout=600)
+    third = baselines_json(subset.data, cache)
     assert third.returncode == 0 and "not used" not in third.stderr and "computing" not in third.stderr
 
 

@@ -2,8 +2,7 @@
 ROUGE-L and CIDEr with 1 and 9 references as report rows, computed once by pycocoevalcap (Java) and then read
 from the content-keyed cache; a cache file that is corrupt or belongs to other content is recomputed, never used.
 
-The subset (every 150th clip of the file, 120 candidates) is written to tmp_path verbatim from the shared file:
-a derived fixture, so the first computation takes seconds rather than the minutes of all 18,000."""
+The subset and its first computation are tests/support/vatex_baselines_subset.py's, once per test run."""
 
 from __future__ import annotations
 
@@ -24,20 +23,14 @@ from capjudge.judges.datasets.vatex_eval import (
     load_vatex_eval,
     ratings_matrix,
 )
-from tests.support.paths import shared_path
 from tests.support.harness_runs import run_capjudge
+from tests.support.vatex_baselines_subset import baselines_json as _baselines_json
+from tests.support.vatex_baselines_subset import baselines_subset, subset_clips
 from scipy.stats import kendalltau
 
 pytestmark = pytest.mark.slow
 
-VATEX = ("data", "vatex_eval", "vid_cans_score_dict.json")
-EVERY = 150  # 3,000 clips / 150 = 20 clips, 120 candidates
 NAMES = [baseline_name(metric, n) for n in REFERENCE_SETTINGS for metric in BASELINE_SCORERS]
-
-
-def _subset(path, offset: int = 0) -> dict:
-    clips = json.loads(path.read_text(encoding="utf-8"))
-    return {clip_id: clips[clip_id] for clip_id in list(clips)[offset::EVERY]}
 
 
 def _vatex(tmp, name: str, clips: dict):
@@ -46,19 +39,10 @@ def _vatex(tmp, name: str, clips: dict):
     return path
 
 
-def _baselines_json(data, cache_dir, env=None, warm=True):
-    return run_capjudge("vatex", str(data), "--baselines", "--cache-dir", str(cache_dir), "--format", "json",
-                        "--resamples", "20", env=env, warm=warm, timeout=600)
-
-
 @pytest.fixture(scope="module")
-def subset(tmp_path_factory):
-    root = tmp_path_factory.mktemp("vatex_baselines")
-    data = _vatex(root, "subset.json", _subset(shared_path(*VATEX)))
-    cache_dir = root / "cache"
-    first = _baselines_json(data, cache_dir)
-    assert first.returncode == 0, first.stderr
-    return data, cache_dir, first
+def subset(tmp_path_factory, worker_id):
+    built = baselines_subset(tmp_path_factory, worker_id)
+    return built.data, built.cache_dir, built.first
 
 
 def _rows(report: dict) -> dict[str, list]:
@@ -137,7 +121,7 @@ def test_a_cache_file_of_other_content_is_not_used(subset, tmp_path):
     """Another 20 clips, with the first subset's 1-ref cache file put where theirs belongs (as a file copied
     by hand would be): its key is not theirs, so it is recomputed, and their rows are their own."""
     data, cache_dir, _ = subset
-    other = _vatex(tmp_path, "other.json", _subset(shared_path(*VATEX), offset=7))
+    other = _vatex(tmp_path, "other.json", subset_clips(offset=7))
     other_candidates = load_vatex_eval(other)
     cache = tmp_path / "cache"
     cache.mkdir()
