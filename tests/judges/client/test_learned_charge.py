@@ -134,14 +134,18 @@ def test_a_sudden_change_of_the_charge_is_followed_within_one_window(tmp_path):
         assert [r["judged"] for r in results] == [30, 30]
         charged, refused = list(server.charged), list(server.refused)
     (change,) = changed_at
-    assert learned_before[0].ratio == pytest.approx(0.7, rel=0.05)
+    # Before the change a sample may count one request too many (sent by this machine before the one replied to,
+    # admitted by the server after it; the median of 7 takes the middle one): 0.7 x 16/17 = 0.66 at the 16
+    # requests a window holds, seen once in a loaded suite run. So within one request's share of the window.
+    low_tolerance = 1 / per_window
+    assert learned_before[0].ratio == pytest.approx(0.7, rel=low_tolerance)
     samples = _samples(_budget_folder(tmp_path))
 
     def in_force(at: float) -> float | None:  # the ratio the budget reserved by at time `at`
         return learned_ratio([ratio for sampled, ratio in reversed(samples) if sampled <= at][:SAMPLES])
 
     trace = [(round(at - change, 2), round(ratio, 2)) for at, ratio in samples if at > change - 1]  # for a failure
-    assert in_force(change) == pytest.approx(0.7, rel=0.05), trace
+    assert in_force(change) == pytest.approx(0.7, rel=low_tolerance), trace
     # One window after the change, and the FAST replies' spacing (a quarter second each) with some slack.
     settled = change + window + 1.5
     assert samples[-1][0] > settled + window, "the run must go on a window past that"
