@@ -10,6 +10,14 @@ import pytest
 from tests.support import warm_launch
 from tests.support.openai_server import OpenAITestServer
 
+# The suite keeps more processes busy than the machine has cores (`make test`: three workers and test-min beside
+# them on two), and an OpenMP thread that waits at a barrier spins by default (libgomp: ~300,000 turns before
+# it sleeps) on a core its peer needs. llama.cpp's prompt evaluation (the embedded judge) waits at one per layer:
+# with a second process busy, its 2 threads took ~6.3 CPU-s for 600 prompt tokens spinning, ~4.1 sleeping, the
+# same logits bit for bit either way. Set here, before the workers start, for every process the tests start
+# (a value already set is kept); it is how threads wait, never what they compute.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 # The files whose tests take longest (real-model demos, wheels, lmms-eval runs, Java baselines), longest
 # first. They run before the rest: pytest-xdist's worksteal scheduler hands each worker a contiguous half of
 # the collection and an idle worker steals from the end of another's queue, so with the long tests at the
