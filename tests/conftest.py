@@ -39,10 +39,19 @@ LONGEST_FIRST = (
 # minutes-long tests (the README's installed-user examples) run side by side, not one after another on the
 # worker whose share they fall in (worksteal takes work only from the tail of a share).
 SPREAD_ACROSS_WORKERS = ("test_installed_package.py",)
-# While the first worker builds that venv (about 90 s, one core of pip), the others would only wait at its lock:
-# they start with these CPU-bound files instead (the embedded judge's demo, two lmms-eval processes), one file
-# per worker after the first, then their installed-user test, whose venv is ready by then.
-BEFORE_THE_WAIT = ("test_demo_pipeline.py", "test_multi_process.py")
+# While the first worker builds that venv (90 CPU-s, mostly one core of pip: 100-160 s under the suite's load),
+# the others would only wait at its lock, a core left idle. Each later worker starts with one group of these
+# CPU-bound files instead (~150-190 s of the suite's wall time each: the embedded judge's demo, lmms-eval
+# processes, panels, the local server, the noise simulations), then its installed-user test, whose venv is
+# ready by then. One file per worker was too little: the two installed-user tests waited 35-80 s for the venv.
+BEFORE_THE_WAIT = (
+    ("test_demo_pipeline.py", "test_judge_panel.py", "test_leaderboard_length.py"),
+    ("test_multi_process.py", "test_local_server.py", "test_judge_noise.py", "test_leaderboard_noise.py"),
+)
+# Files whose tests mostly wait on the clock (real rate-limit windows and header pauses: ~290 s of the suite's
+# wall time for ~15 CPU-s). Where they fall in a CPU-bound worker's share, that worker idles a core while they
+# wait. Given a worker beyond the ones above (TEST_WORKERS=4), it starts with them, beside three CPU-bound ones.
+WAITING_ON_THE_CLOCK = ("test_learned_charge.py", "test_budget.py", "test_hostile_header_pauses.py")
 
 
 def pytest_collection_modifyitems(config, items):
@@ -55,23 +64,30 @@ def pytest_collection_modifyitems(config, items):
 
 
 def _spread(items: list, workers: int) -> list:
-    """`items` reordered so each worker's first share (as worksteal cuts it: the pending tests split evenly,
-    in order) starts with its turn of the SPREAD_ACROSS_WORKERS tests, longest-first order kept otherwise."""
+    """`items` reordered for worksteal's first shares (the pending tests split evenly, in order): worker 0 starts
+    with its turn of the SPREAD_ACROSS_WORKERS tests (it builds their venv), each later worker with a
+    BEFORE_THE_WAIT group and then its turn of them; with a worker to spare beyond those, the last one starts with
+    the WAITING_ON_THE_CLOCK files. Longest-first order is kept otherwise."""
     spread = [item for item in items if item.path.name in SPREAD_ACROSS_WORKERS]
-    before = {name: [item for item in items if item.path.name == name] for name in BEFORE_THE_WAIT}
-    leads = [before[name] for name in BEFORE_THE_WAIT if before[name]]
-    taken = {id(item) for group in leads for item in group}
+    leads = [[item for name in group for item in items if item.path.name == name] for group in BEFORE_THE_WAIT]
+    leads = [lead for lead in leads if lead]
+    # Only the builder and the workers with a lead group take installed-user tests: another would wait at the lock.
+    sharing = min(workers, 1 + len(leads))
+    waiting = [item for item in items if item.path.name in WAITING_ON_THE_CLOCK] if workers > sharing else []
+    heads = [[], *leads[:sharing - 1]] + [[] for _ in range(workers - sharing)]
+    if waiting:
+        heads[-1] = waiting
+    taken = {id(item) for head in heads for item in head}
     rest = [item for item in items if item.path.name not in SPREAD_ACROSS_WORKERS and id(item) not in taken]
     ordered: list = []
     remaining = len(items)
     for worker in range(workers):
         share = remaining // (workers - worker)
-        lead = leads.pop(0) if worker > 0 and leads else []
-        mine = lead + spread[worker::workers]
+        mine = heads[worker] + (spread[worker::sharing] if worker < sharing else [])
         ordered += mine + rest[:max(0, share - len(mine))]
         rest = rest[max(0, share - len(mine)):]
         remaining -= share
-    return ordered + [item for group in leads for item in group] + rest
+    return ordered + rest
 
 
 @pytest.fixture(scope="session", autouse=True)
