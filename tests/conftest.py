@@ -10,7 +10,7 @@ import pytest
 from tests.support import warm_launch
 from tests.support.openai_server import OpenAITestServer
 
-# The suite keeps more processes busy than the machine has cores (`make test`: three workers and test-min beside
+# The suite keeps more processes busy than the machine has cores (`make test`: four workers and test-min beside
 # them on two), and an OpenMP thread that waits at a barrier spins by default (libgomp: ~300,000 turns before
 # it sleeps) on a core its peer needs. llama.cpp's prompt evaluation (the embedded judge) waits at one per layer:
 # with a second process busy, its 2 threads took ~6.3 CPU-s for 600 prompt tokens spinning, ~4.1 sleeping, the
