@@ -93,7 +93,10 @@ def _spread(items: list, workers: int) -> list:
 @pytest.fixture(scope="session", autouse=True)
 def _warm_launch_scratch(tmp_path_factory):
     """Warm launches (tests/support/warm_launch.py) keep their server's datasets cache and their output files here."""
-    warm_launch.use_scratch(tmp_path_factory.mktemp("warm_launch"))
+    root = tmp_path_factory.getbasetemp()
+    # The folder above each xdist worker's own temporary root is the whole run's (as for run_baseline_cache).
+    shared = root.parent if os.environ.get("PYTEST_XDIST_WORKER") else root
+    warm_launch.use_scratch(tmp_path_factory.mktemp("warm_launch"), shared=shared)
 
 
 @pytest.fixture(scope="session")

@@ -109,7 +109,7 @@ def test_a_warm_child_past_its_timeout_is_killed_and_raises(tmp_path, server):
 
 
 _INDEX_CHECK = """
-import json, os, shutil, sys
+import json, os, pathlib, shutil, sys
 sys.path.insert(0, sys.argv[1])
 from tests.support import warm_task_index as remembered  # builds both indexes, with lmms-eval's code
 from lmms_eval.tasks import TaskManager
@@ -150,6 +150,28 @@ os.remove("gveval.yaml")
 found["unchanged_again"] = index(copied) == remembered._remembered[copied].index
 found["built_by_lmms_eval"] = built_by_lmms_eval
 found["patched"] = TaskManager._get_task_and_group.__module__
+
+# lmms-eval's index, shared by the run's servers: this process, the first in the folder, built and wrote it; a
+# second server reads it without lmms-eval's code; a file cut short or written by another lmms-eval is indexed
+# afresh (here by a stand-in for lmms-eval's code) and replaced.
+shared = os.environ["CAPJUDGE_TEST_WARM_SHARED"]
+stored = os.path.join(shared, "lmms_eval_task_index.json")
+read_stored = lambda: json.load(open(stored, encoding="utf-8"))
+calls = len(built_by_lmms_eval)
+found["shared_written"] = read_stored()["index"] == built
+found["shared_read"] = remembered.shared_lmms_eval_index(pathlib.Path(shared)) == built and len(built_by_lmms_eval) == calls
+stand_in, stand_in_builds = {"stand_in": {"type": "task", "yaml_path": "stand_in.yaml"}}, []
+remembered.index_lmms_eval_builds = lambda self, folder: stand_in_builds.append(folder) or stand_in
+with open(stored, "w", encoding="utf-8") as handle:
+    handle.write('{"stamp": {')
+found["cut_short_indexed_afresh"] = remembered.shared_lmms_eval_index(pathlib.Path(shared)) == stand_in == read_stored()["index"]
+other = read_stored()
+other["stamp"]["lmms_eval"], other["index"] = "0.0.1", {"elsewhere": {"type": "task", "yaml_path": "x.yaml"}}
+with open(stored, "w", encoding="utf-8") as handle:
+    json.dump(other, handle)
+found["other_lmms_eval_indexed_afresh"] = (remembered.shared_lmms_eval_index(pathlib.Path(shared)) == stand_in
+                                          and read_stored()["stamp"]["lmms_eval"] != "0.0.1")
+found["stand_in_builds"] = len(stand_in_builds)
 print(json.dumps(found))
 """
 
@@ -158,9 +180,14 @@ def test_the_task_indexes_the_warm_server_builds_once_are_the_ones_lmms_eval_bui
     """tests/support/warm_task_index.py: lmms-eval's own task folder and capjudge's indexed once in the server, by
     lmms-eval's code, each run given its own copy; capjudge's only while every YAML it was built from is unchanged
     (a changed file, or an include name shadowed by the working folder, is indexed afresh); every other folder
-    indexed as lmms-eval does (in a subprocess: the patch must not reach this test process)."""
+    indexed as lmms-eval does (in a subprocess: the patch must not reach this test process). lmms-eval's index
+    is shared by the run's servers through a folder (CAPJUDGE_TEST_WARM_SHARED): written by the first, read by the
+    next, indexed afresh when the file is cut short or another lmms-eval wrote it."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
     done = subprocess.run([sys.executable, "-c", _INDEX_CHECK, str(REPO_ROOT), str(REPO_ROOT), str(tmp_path)],
-                          capture_output=True, text=True, timeout=300, cwd=REPO_ROOT)
+                          capture_output=True, text=True, timeout=300, cwd=REPO_ROOT,
+                          env={**os.environ, "CAPJUDGE_TEST_WARM_SHARED": str(shared)})
     assert done.returncode == 0, done.stderr[-3000:]
     found = json.loads(done.stdout.strip().splitlines()[-1])
     assert found["tasks"] > 1000  # lmms-eval's own tasks, not an empty folder
@@ -170,7 +197,9 @@ def test_the_task_indexes_the_warm_server_builds_once_are_the_ones_lmms_eval_bui
     assert found == {"tasks": found["tasks"], "equal": True, "own_copy": True, "ours_remembered": True,
                      "built_by_lmms_eval": ["copy", "copy", "copy", "copy"], "copy_indexed_afresh": True,
                      "copy_remembered": True, "changed_indexed_afresh": True, "shadowed_indexed_afresh": True,
-                     "unchanged_again": True, "patched": "tests.support.warm_task_index"}
+                     "unchanged_again": True, "patched": "tests.support.warm_task_index",
+                     "shared_written": True, "shared_read": True, "cut_short_indexed_afresh": True,
+                     "other_lmms_eval_indexed_afresh": True, "stand_in_builds": 2}
 
 
 _FRAMES_CHECK = """

@@ -62,17 +62,23 @@ CAPJUDGE_PACKAGES = ("capjudge.judges", "capjudge.metrics", "capjudge.tasks")
 SERVER_ENV = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
               "MODEL_VERSION": "warm-launch-server-only"}
 REREAD_AT_START = ("huggingface_hub.constants", "datasets.config")
+# The server's environment only: the folder it shares with the other servers of the test run (use_scratch).
+SHARED_WITH_OTHER_SERVERS = "CAPJUDGE_TEST_WARM_SHARED"
 
 _lock = threading.Lock()
 _scratch: Path | None = None
+_shared: Path | None = None
 _base_sys_path: list[str] | None = None
 
 
-def use_scratch(folder: Path) -> None:
+def use_scratch(folder: Path, shared: Path | None = None) -> None:
     """Where the server's datasets cache and the children's output files go (the test session's temp dir);
-    without a call, a new folder under the system temp dir."""
-    global _scratch
+    without a call, a new folder under the system temp dir. `shared`: a folder every server of this test run
+    (one per xdist worker) may read, where the first writes what they would all build alike
+    (tests/support/warm_task_index.py); without it each builds its own."""
+    global _scratch, _shared
     _scratch = Path(folder)
+    _shared = Path(shared) if shared is not None else None
 
 
 def warm_run(argv_kind: ArgvKind, args: Sequence[str], *, env: Mapping[str, str], cwd: str | Path,
@@ -172,6 +178,8 @@ def _ensure_server() -> None:
         # named; the children set their own sys.path and environment (without it) before they run anything.
         server_env = {**SERVER_ENV, "HF_DATASETS_CACHE": str(_scratch / "server_hf_datasets"),
                       "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+        if _shared is not None:
+            server_env[SHARED_WITH_OTHER_SERVERS] = str(_shared)
         saved = {key: os.environ.get(key) for key in server_env}
         os.environ.update(server_env)  # the server inherits the environment at its start, only then
         try:

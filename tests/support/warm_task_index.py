@@ -5,7 +5,10 @@ Imported only in tests/support/warm_launch.py's forkserver (it is in PRELOAD the
 task folder lmms-eval ships (TaskManager._get_task_and_group over ~3,200 YAML files, read by PyYAML's pure-Python
 loader): ~9 s of CPU, 80% of what a warm run costs (profiled). That folder is part of the installed package and
 does not change during a test session, so the server indexes it once, with lmms-eval's own code, and every run
-forked from it gets a deep copy.
+forked from it gets a deep copy. A test run has a server per xdist worker: the first to index it writes the index
+(JSON) into the folder they share (tests/support/warm_launch.py's use_scratch), under a file lock, and the others
+read it (~5 CPU-s a server); a file that does not read back as an index of that folder by that lmms-eval is
+indexed afresh and replaced.
 
 Most runs also index capjudge's folder (`--include_path`, `capjudge judge`, `sensitivity` and `arena` load their task
 through a TaskManager over it): ten YAML files, but ~0.2 s of pure-Python YAML per run, a quarter of a warm demo
@@ -20,14 +23,19 @@ lmms-eval's code indexes it in the run, as before. tests/test_warm_launch.py che
 from __future__ import annotations
 
 import copy
+import fcntl
+import json
 import os
 from dataclasses import dataclass
+from importlib.metadata import version
+from pathlib import Path
 from typing import Any
 
 import lmms_eval.tasks
 import yaml
 from capjudge.tasks import TASKS_DIR
 from lmms_eval.tasks import TaskManager, eval_logger
+from tests.support.warm_launch import SHARED_WITH_OTHER_SERVERS
 
 LMMS_EVAL_TASKS = os.path.realpath(os.path.dirname(lmms_eval.tasks.__file__))
 CAPJUDGE_TASKS = str(TASKS_DIR)  # as `capjudge tasks-folder` prints it and the demo and the tests pass it
@@ -122,7 +130,33 @@ def bare_task_manager() -> TaskManager:
     return manager
 
 
+def shared_lmms_eval_index(folder: Path) -> dict[str, Any]:
+    """lmms-eval's index of its own folder, read from `folder` where another server of the run wrote it, else
+    built with lmms-eval's code and written there for the next (under an exclusive lock, so it is built once)."""
+    stamp = {"tasks_dir": LMMS_EVAL_TASKS, "lmms_eval": version("lmms_eval")}
+    path = folder / "lmms_eval_task_index.json"
+    with open(folder / "lmms_eval_task_index.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            stored = json.loads(path.read_text(encoding="utf-8"))
+            if isinstance(stored, dict) and stored.get("stamp") == stamp and isinstance(stored.get("index"), dict):
+                return stored["index"]
+        except (OSError, ValueError):
+            pass  # none yet, or not one this run wrote whole: index afresh below
+        index = index_lmms_eval_builds(bare_task_manager(), LMMS_EVAL_TASKS)
+        text = json.dumps({"stamp": stamp, "index": index})
+        if json.loads(text)["index"] == index:  # only an index JSON carries unchanged is shared
+            partial = path.with_suffix(f".{os.getpid()}.tmp")
+            partial.write_text(text, encoding="utf-8")
+            os.replace(partial, path)
+        return index
+
+
 TaskManager._get_task_and_group = _get_task_and_group
 # Built here, before any run forks from the server.
-_get_task_and_group(bare_task_manager(), LMMS_EVAL_TASKS)
+_shared_folder = os.environ.get(SHARED_WITH_OTHER_SERVERS)
+if _shared_folder:
+    _lmms_eval_index.update(shared_lmms_eval_index(Path(_shared_folder)))
+else:
+    _get_task_and_group(bare_task_manager(), LMMS_EVAL_TASKS)
 remember(CAPJUDGE_TASKS)
