@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.support import warm_launch
+from tests.support.once_per_run import run_folder
 from tests.support.openai_server import OpenAITestServer
 
 # The suite keeps more processes busy than the machine has cores (`make test`: four workers and test-min beside
@@ -91,12 +92,10 @@ def _spread(items: list, workers: int) -> list:
 
 
 @pytest.fixture(scope="session", autouse=True)
-def _warm_launch_scratch(tmp_path_factory):
-    """Warm launches (tests/support/warm_launch.py) keep their server's datasets cache and their output files here."""
-    root = tmp_path_factory.getbasetemp()
-    # The folder above each xdist worker's own temporary root is the whole run's (as for run_baseline_cache).
-    shared = root.parent if os.environ.get("PYTEST_XDIST_WORKER") else root
-    warm_launch.use_scratch(tmp_path_factory.mktemp("warm_launch"), shared=shared)
+def _warm_launch_scratch(tmp_path_factory, worker_id):
+    """Warm launches (tests/support/warm_launch.py) keep their server's datasets cache and their output files here;
+    the run's servers share what they would all build alike through the run's own folder."""
+    warm_launch.use_scratch(tmp_path_factory.mktemp("warm_launch"), shared=run_folder(tmp_path_factory, worker_id))
 
 
 @pytest.fixture(scope="session")
@@ -105,8 +104,7 @@ def run_baseline_cache(tmp_path_factory, worker_id):
     above each worker's own temporary root), so the ~20 s pycocoevalcap computation of one content runs once
     per run wherever it is needed (the cache's lock file makes the other workers wait for it and read it).
     Never the user's ~/.cache: a test must not read what an earlier run or the user left there."""
-    root = tmp_path_factory.getbasetemp()
-    folder = (root.parent if worker_id != "master" else root) / "baseline_cache"
+    folder = run_folder(tmp_path_factory, worker_id) / "baseline_cache"
     folder.mkdir(exist_ok=True)
     return folder
 

@@ -156,7 +156,7 @@ found["patched"] = TaskManager._get_task_and_group.__module__
 # afresh (here by a stand-in for lmms-eval's code) and replaced.
 shared = os.environ["CAPJUDGE_TEST_WARM_SHARED"]
 stored = os.path.join(shared, "lmms_eval_task_index.json")
-read_stored = lambda: json.load(open(stored, encoding="utf-8"))
+read_stored = lambda: json.loads(pathlib.Path(stored).read_text(encoding="utf-8"))
 calls = len(built_by_lmms_eval)
 found["shared_written"] = read_stored()["index"] == built
 found["shared_read"] = remembered.shared_lmms_eval_index(pathlib.Path(shared)) == built and len(built_by_lmms_eval) == calls

@@ -17,13 +17,18 @@ import pytest
 BUILT = ".built"  # written last: a build that died half-way is built again by the next worker to ask
 
 
+def run_folder(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Path:
+    """The test run's own temporary folder: above each xdist worker's root, or the root of a run without them."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if worker_id != "master" else base
+
+
 def built_once(tmp_path_factory: pytest.TempPathFactory, worker_id: str, name: str,
                build: Callable[[Path], None]) -> Path:
     """The folder `name`, filled by `build(folder)` unless this run already has it."""
     from filelock import FileLock
 
-    base = tmp_path_factory.getbasetemp()
-    root = (base.parent if worker_id != "master" else base) / name
+    root = run_folder(tmp_path_factory, worker_id) / name
     with FileLock(f"{root}.lock"):
         if not (root / BUILT).is_file():
             shutil.rmtree(root, ignore_errors=True)

@@ -23,7 +23,6 @@ lmms-eval's code indexes it in the run, as before. tests/test_warm_launch.py che
 from __future__ import annotations
 
 import copy
-import fcntl
 import json
 import os
 from dataclasses import dataclass
@@ -33,6 +32,7 @@ from typing import Any
 
 import lmms_eval.tasks
 import yaml
+from filelock import FileLock
 from capjudge.tasks import TASKS_DIR
 from lmms_eval.tasks import TaskManager, eval_logger
 from tests.support.warm_launch import SHARED_WITH_OTHER_SERVERS
@@ -135,8 +135,7 @@ def shared_lmms_eval_index(folder: Path) -> dict[str, Any]:
     built with lmms-eval's code and written there for the next (under an exclusive lock, so it is built once)."""
     stamp = {"tasks_dir": LMMS_EVAL_TASKS, "lmms_eval": version("lmms_eval")}
     path = folder / "lmms_eval_task_index.json"
-    with open(folder / "lmms_eval_task_index.lock", "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with FileLock(f"{path}.lock"):  # as tests/support/once_per_run.py locks what the workers share
         try:
             stored = json.loads(path.read_text(encoding="utf-8"))
             if isinstance(stored, dict) and stored.get("stamp") == stamp and isinstance(stored.get("index"), dict):
