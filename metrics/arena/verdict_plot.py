@@ -9,7 +9,7 @@ import io
 
 from capjudge.metrics.arena.bradley_terry import ELO_ANCHOR
 from capjudge.metrics.arena.verdict_report import VerdictReport
-from capjudge.metrics.leaderboard.length_plot import drawable_names
+from capjudge.metrics.files.model_names import drawable_names
 from capjudge.metrics.sensitivity.outputs import PLOT_STAMP_KEY
 from capjudge.metrics.statistics.value_ci import ValueCI
 

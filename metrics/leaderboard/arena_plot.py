@@ -10,7 +10,8 @@ import io
 from capjudge.metrics.arena.bradley_terry import ELO_ANCHOR
 from capjudge.metrics.arena.verdict_plot import draw_ratings
 from capjudge.metrics.leaderboard.arena_column import TaskArena
-from capjudge.metrics.leaderboard.length_plot import drawable_names, task_file_names
+from capjudge.metrics.files.model_names import drawable_names
+from capjudge.metrics.leaderboard.length_plot import task_file_names
 from capjudge.metrics.leaderboard.table import Leaderboard
 
 FILE_PREFIX = "leaderboard_arena_"

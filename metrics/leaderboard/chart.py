@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 import math
 
-from capjudge.metrics.leaderboard.length_plot import drawable_names
+from capjudge.metrics.files.model_names import drawable_names
 from capjudge.metrics.leaderboard.table import Leaderboard
 
 

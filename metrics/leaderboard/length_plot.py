@@ -28,16 +28,14 @@ from typing import Any
 import numpy as np
 from capjudge.metrics.leaderboard.layout import decimals
 from capjudge.metrics.leaderboard.length_column import NO_CAPTIONS_WARNING
-from capjudge.metrics.leaderboard.names import cut_names
+from capjudge.metrics.files.model_names import drawable_names
 from capjudge.metrics.leaderboard.table import Leaderboard
 from capjudge.metrics.statistics.value_ci import Scale, ValueCI
 
 FILE_PREFIX = "leaderboard_length_"
-LABEL_WIDTH = 32  # characters of a model name in a row label; longer names lose their middle
 _RAW, _CONTROLLED, _FLIPPED = "#7f8c8d", "#2e86c1", "#c0392b"
 _UNSAFE_IN_FILE_NAME = re.compile(r"[^A-Za-z0-9_.-]")
 _TASK_IN_FILE_NAME = 60  # so that an image line of leaderboard.md stays within its 120 columns
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 @dataclass(frozen=True)
@@ -174,13 +172,6 @@ def _ranks(values: Mapping[str, ValueCI], higher_is_better: bool) -> dict[str, i
     points = np.array([values[name].value for name in names], dtype=float)
     signed = -points if higher_is_better else points
     return {name: int(rank) for name, rank in zip(names, rankdata(signed, method="min"))}
-
-
-def drawable_names(names: list[str], width: int = LABEL_WIDTH) -> dict[str, str]:
-    """Each name as one line a figure can draw (the leaderboard's charts label models with it): line breaks
-    as ↵, other control characters as their escapes (no font has a glyph for them), cut to `width`
-    (capjudge.metrics.leaderboard.names)."""
-    return cut_names(names, width, lambda name: _CONTROL.sub(lambda m: "↵" if m.group() in "\n\r" else repr(m.group())[1:-1], name))
 
 
 def draw_length_plot(plot: LengthPlot) -> DrawnLengthPlot:

@@ -48,7 +48,7 @@ from capjudge.metrics.leaderboard.table import Leaderboard, LeaderboardRow
 from capjudge.metrics.statistics.value_ci import ValueCI
 from capjudge.metrics.leaderboard.chart import render_chart_png
 from capjudge.metrics.leaderboard.html import render_html
-from capjudge.metrics.leaderboard.names import cut_names
+from capjudge.metrics.files.model_names import cut_names
 from capjudge.metrics.leaderboard.length_plot import (
     FILE_PREFIX as LENGTH_PLOT_PREFIX,
     LengthPlot,
@@ -212,7 +212,7 @@ def _panel_lines(panel: PanelSection, shorts: dict[str, str], width: int) -> lis
 
 
 def short_names(names: Sequence[str]) -> dict[str, str]:
-    """Each model's name in the Markdown tables, cut to `MODEL_NAME_WIDTH` (capjudge.metrics.leaderboard.names);
+    """Each model's name in the Markdown tables, cut to `MODEL_NAME_WIDTH` (capjudge.metrics.files.model_names);
     the same for a model in every table."""
     return cut_names(names, MODEL_NAME_WIDTH)
 

@@ -530,7 +530,7 @@ HOSTILE_NAME = '<script>pwned()</script> "quoted" \'single\'\nsecond line $\\alp
 
 @pytest.mark.filterwarnings("error::UserWarning")  # e.g. matplotlib's "Glyph 13 missing": a name drawn raw
 def test_hostile_model_names_are_drawn_and_shown_as_text(judged, tmp_path, capsys, open_page):
-    from capjudge.metrics.leaderboard.length_plot import LABEL_WIDTH
+    from capjudge.metrics.files.model_names import LABEL_WIDTH
     from capjudge.metrics.leaderboard.stats import LeaderboardSettings
 
     names = {"terse": HOSTILE_NAME, "medium": "<b>medium</b>&amp;", "verbose": "$x^2$ \"v\"\r\n"}

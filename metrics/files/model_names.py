@@ -1,9 +1,13 @@
-"""Model names cut to a width for tables and figures: the one rule both use (capjudge.metrics.leaderboard.render's
-Markdown tables, the charts' labels in capjudge.metrics.leaderboard.length_plot)."""
+"""Model names as tables and figures show them: cut to a width by one rule (the leaderboard's Markdown tables and
+charts, the arena's plots), and drawable on one line of a figure."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable
+
+LABEL_WIDTH = 32  # characters of a model name in a figure's label; longer names lose their middle
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 def cut_names(names: Iterable[str], width: int, shown: Callable[[str], str] = str) -> dict[str, str]:
@@ -26,3 +30,9 @@ def cut_middle(text: str, width: int) -> str:
         return text
     head = (width - 1) // 2
     return text[:head] + "…" + text[len(text) - (width - 1 - head):]
+
+
+def drawable_names(names: list[str], width: int = LABEL_WIDTH) -> dict[str, str]:
+    """Each name as one line a figure can draw: line breaks as ↵, other control characters as their escapes (no
+    font has a glyph for them), cut to `width` (`cut_names`)."""
+    return cut_names(names, width, lambda name: _CONTROL.sub(lambda m: "↵" if m.group() in "\n\r" else repr(m.group())[1:-1], name))
