@@ -319,14 +319,17 @@ class JudgedTask(SourcedTask):
         stage's recorders); `workers` (default: each member's bound) is this process's share of it when several
         processes judge (capjudge.tasks.runs.judging.processes)."""
         who, settings = self.who_judges(), self.settings()
+        # Each member's client is built here, not by the first item's worker: one that cannot start (a budget
+        # or cache file that is not one) is refused in one line before any progress bar is drawn.
+        clients = {member.name: shared_client(member.config) for member in who.members}
         try:
             return judge_by_members(
                 items, who.members, lambda doc, caption, client: type(self).judge_item(doc, caption, settings, client),
-                client_for or (lambda member, doc: shared_client(member.config)), workers=workers,
+                client_for or (lambda member, doc: clients[member.name]), workers=workers,
                 description=description or f"capjudge: judging {self.config.task}", bar_position=bar_position)
         finally:
-            for member in who.members:  # every reply on disk before the harness moves on: a crash loses none
-                shared_client(member.config).flush_cache()
+            for client in clients.values():  # every reply on disk before the harness moves on: a crash loses none
+                client.flush_cache()
 
     def _reasoning_tags(self) -> Any:
         """The reasoning tags lmms-eval will strip before process_results: the task's own setting, else the

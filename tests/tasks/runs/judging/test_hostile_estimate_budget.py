@@ -119,4 +119,5 @@ def test_a_run_whose_window_file_is_a_folder_is_one_line_before_any_request(tmp_
         assert server.log == []
     line = refusal_line(done, str(window))
     assert line == f"capjudge judge: budget file {window}: is not a file (a folder?)"
+    assert "capjudge: judging" not in done.stderr, done.stderr[-3000:]  # refused before a progress bar is drawn
     assert list((tmp_path / "out").rglob("*_results.json")) == []
