@@ -30,13 +30,15 @@ from capjudge.judges.types import JudgeReply, TokenLogprob
 
 def sent_forms(secret: str) -> set[str]:
     """The spellings in which `secret` can come back from a server: as configured, percent-decoded (how the
-    client sends a URL's escaped userinfo), percent-encoded (how a URL or a form quotes it) and base64 (how
-    HTTP Basic auth carries it; without its `=` padding, so a padded or unpadded echo is caught alike)."""
+    client sends a URL's escaped userinfo), percent-encoded (how a URL or a form quotes it), base64 (how
+    HTTP Basic auth carries it; without its `=` padding, so a padded or unpadded echo is caught alike) and hex
+    in either case (how a debugging server or proxy dumps the bytes it received)."""
     plain = unquote(secret)
     forms = {secret, plain, quote(plain, safe=""), quote(plain), quote_plus(plain, safe="")}
     for text in (secret, plain):
         raw = text.encode("utf-8")
-        forms |= {base64.b64encode(raw).decode().rstrip("="), base64.urlsafe_b64encode(raw).decode().rstrip("=")}
+        forms |= {base64.b64encode(raw).decode().rstrip("="), base64.urlsafe_b64encode(raw).decode().rstrip("="),
+                  raw.hex(), raw.hex().upper()}
     return {form for form in forms if form}
 
 
@@ -54,6 +56,7 @@ def basic_auth_redactions(url: str | None) -> list[tuple[str, str]]:
     for pair in {raw_pair, unquote(parts.username or "") + ":" + unquote(parts.password or "")}:
         token = base64.b64encode(pair.encode("utf-8")).decode()
         found.append((f"Basic {token}", f"Basic {REDACTED}"))
+        found += [(token.encode().hex(), REDACTED), (token.encode().hex().upper(), REDACTED)]
         found += [(form, REDACTED) for form in sent_forms(pair) if len(form) >= MIN_SECRET_LENGTH_WITH_DIGIT]
     return found
 

@@ -15,10 +15,11 @@ from typing import Iterable
 
 def encoded_forms(secret: str) -> set[str]:
     """The ways a credential can show up once a client has sent it: as given, as HTTP Basic auth carries a
-    `user:password` pair, and percent-encoded as a URL carries it."""
+    `user:password` pair, percent-encoded as a URL carries it, and as hex bytes in either case."""
     from urllib.parse import quote
 
-    forms = {secret, quote(secret, safe=""), base64.b64encode(secret.encode()).decode()}
+    raw = secret.encode()
+    forms = {secret, quote(secret, safe=""), base64.b64encode(raw).decode(), raw.hex(), raw.hex().upper()}
     return {form for form in forms if form}
 
 

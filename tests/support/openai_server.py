@@ -278,10 +278,13 @@ RESPONDERS: dict[str, Responder] = {"rubric": rubric_responder, "panel": panel_r
 def echoing_credentials(reply: Reply, headers: dict[str, str], path: str) -> Reply:
     """`reply` prefixed with what a hostile server could echo of the request: its Authorization header (a
     bearer key, or HTTP Basic auth made of a URL's `user:password@`), its `api-key` header (Azure) and its
-    path with any query. The prefix's tokens come first in the logprobs (logprob 0), so the reply still
-    scores as before. See `OpenAITestServer.echo_credentials`."""
-    prefix = (f"(received Authorization: {headers.get('authorization', '')}; api-key: {headers.get('api-key', '')}; "
-              f"path: {path}) ")
+    path with any query, and the credentials' bytes in hex (lower and upper case), as a debugging server dumps
+    them. The prefix's tokens come first in the logprobs (logprob 0), so the reply still scores as before. See
+    `OpenAITestServer.echo_credentials`."""
+    authorization, api_key = headers.get("authorization", ""), headers.get("api-key", "")
+    credentials = [text.encode() for text in (authorization.split(" ", 1)[-1], api_key) if text]
+    dumped = " ".join(f"{raw.hex()} {raw.hex().upper()}" for raw in credentials)
+    prefix = f"(received Authorization: {authorization}; api-key: {api_key}; path: {path}; bytes: {dumped}) "
     logprobs = None if reply.logprobs is None else [(token, [(token, 0.0)]) for token in tokens_of(prefix)] + reply.logprobs
     return Reply(prefix + (reply.content or ""), logprobs, reply.finish_reason, reply.refusal)
 
