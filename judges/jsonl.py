@@ -16,7 +16,7 @@ def numbered_objects(path: str | Path, error: type[Exception] = ValueError, what
     a key twice in one object (see `read_json`).
     """
     label = what or str(path)
-    for number, line in enumerate(read_text(path, error, what).splitlines(), start=1):
+    for number, line in enumerate(json_lines(read_text(path, error, what)), start=1):
         if not line.strip():
             continue
         try:
@@ -27,15 +27,28 @@ def numbered_objects(path: str | Path, error: type[Exception] = ValueError, what
             raise error(f"{label}, line {number}: {duplicate.describe('key', 'in the object')}") from None
         if not isinstance(value, dict):
             raise error(f"{label}, line {number}: expected a JSON object, got {type(value).__name__}")
-        if _has_lone_surrogate(value):
+        if has_lone_surrogate(value):
             # JSON's \ud83d escapes can spell text that is not Unicode; it would crash whatever writes it later.
             item = f" (item {value['id']!r})" if isinstance(value.get("id"), (str, int)) else ""
             raise error(f"{label}, line {number}{item}: text with an unpaired surrogate escape (not valid Unicode)")
         yield number, value
 
 
+def json_lines(text: str) -> list[str]:
+    """The lines of a JSON Lines text, split at "\n" only (a "\r" before it is JSON whitespace). str.splitlines
+    also splits at U+2028, U+2029, U+0085 and other separators, which JSON allows raw inside a string: a
+    caption holding one would be read as two broken lines."""
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    return lines
+
+
 def read_text(path: str | Path, error: type[Exception] = ValueError, what: str = "") -> str:
-    """The file's text as UTF-8; a file in another encoding is `error` naming it, not a bare decode error."""
+    """The file's text as UTF-8; a file in another encoding is `error` naming it, not a bare decode error. So is
+    a FIFO, socket or device, whose read could wait forever (a folder is left to the caller's OSError)."""
+    if Path(path).exists() and not Path(path).is_file() and not Path(path).is_dir():
+        raise error(f"{what or path}: not a regular file (a FIFO, socket or device)")
     try:
         return Path(path).read_text(encoding="utf-8")
     except UnicodeDecodeError as decode_error:
@@ -57,7 +70,7 @@ def read_json(path: str | Path, error: type[Exception] = ValueError, what: str =
         raise (not_json or error)(f"{what or path}: not valid JSON ({decode_error})") from None
     except DuplicateKey as duplicate:
         raise error(f"{what or path}: {duplicate.describe(top_level_key)}") from None
-    if _has_lone_surrogate(value):
+    if has_lone_surrogate(value):
         raise error(f"{what or path}: text with an unpaired surrogate escape (not valid Unicode)")
     return value
 
@@ -104,13 +117,15 @@ def decode_json(text: str, unique_keys: bool = True) -> Any:
     return value
 
 
-def _has_lone_surrogate(value: Any) -> bool:
+def has_lone_surrogate(value: Any) -> bool:
+    """Does decoded JSON hold text with an unpaired surrogate (JSON's \\ud800 escapes can spell text that is not
+    Unicode, which crashes whatever writes it later)?"""
     if isinstance(value, str):
         return any("\ud800" <= character <= "\udfff" for character in value)
     if isinstance(value, dict):
-        return any(_has_lone_surrogate(k) or _has_lone_surrogate(v) for k, v in value.items())
+        return any(has_lone_surrogate(k) or has_lone_surrogate(v) for k, v in value.items())
     if isinstance(value, list):
-        return any(_has_lone_surrogate(v) for v in value)
+        return any(has_lone_surrogate(v) for v in value)
     return False
 
 

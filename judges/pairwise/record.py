@@ -55,6 +55,7 @@ HEADER_KEY = "capjudge_arena"
 
 
 CANDIDATE_MODEL_PREFIX = "candidate "
+_CANDIDATE_INDEX_DIGITS = 6
 
 
 def candidate_model(index: int) -> str:
@@ -65,7 +66,11 @@ def candidate_model(index: int) -> str:
 def candidate_index(model: str) -> int | None:
     """The candidate index a `candidate_model` name stands for; None for any other model name."""
     number = model[len(CANDIDATE_MODEL_PREFIX):] if model.startswith(CANDIDATE_MODEL_PREFIX) else ""
-    return int(number) if number.isascii() and number.isdigit() and number == str(int(number)) else None
+    # A clip has a handful of candidates: more digits than an index can have is no candidate (and no int()
+    # of thousands of digits, which Python refuses).
+    if not (number.isascii() and number.isdigit() and len(number) <= _CANDIDATE_INDEX_DIGITS):
+        return None
+    return int(number) if number == str(int(number)) else None
 
 
 class ArenaFileError(ValueError):
@@ -150,18 +155,18 @@ def arena_file_text(task: str, judge: str, command: str, records: Sequence[PairR
 
 def read_arena_file(path: Path) -> tuple[ArenaHeader, tuple[PairRecord, ...]]:
     """The header and records of an arena verdict file, every field checked; an ArenaFileError otherwise."""
-    from capjudge.judges.jsonl import DuplicateKey, decode_json
+    from capjudge.judges.jsonl import DuplicateKey, decode_json, has_lone_surrogate, json_lines, read_text
 
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as error:
+        text = read_text(path, ArenaFileError, f"arena file {path}")
+    except OSError as error:
         raise ArenaFileError(f"arena file {path}: cannot be read ({error})") from None
     first, _, body = text.partition("\n")
     try:
         header = decode_json(first)
     except (DuplicateKey, ValueError, RecursionError):
         header = None
-    if not isinstance(header, dict) or header.get(HEADER_KEY) != SCHEMA:
+    if not isinstance(header, dict) or header.get(HEADER_KEY) != SCHEMA or has_lone_surrogate(header):
         raise ArenaFileError(f"arena file {path}: line 1 is not a capjudge arena header ({SCHEMA})")
     fields = {name: header.get(name) for name in ("task", "judge", "command", "stamp", "records_sha256")}
     if not all(isinstance(value, str) for value in fields.values()) or not _count(header.get("records")):
@@ -169,7 +174,7 @@ def read_arena_file(path: Path) -> tuple[ArenaHeader, tuple[PairRecord, ...]]:
     if hashlib.sha256(body.encode("utf-8")).hexdigest() != fields["records_sha256"]:
         raise ArenaFileError(f"arena file {path}: its records do not match the hash in its header: the file was "
                              "edited after capjudge wrote it; rerun `capjudge arena` (its replies are cached)")
-    records = tuple(_record(path, number, line) for number, line in enumerate(body.splitlines(), 2))
+    records = tuple(_record(path, number, line) for number, line in enumerate(json_lines(body), 2))
     _check_together(path, records)
     if len(records) != header["records"]:
         raise ArenaFileError(f"arena file {path}: {len(records)} records, its header says {header['records']}")
@@ -181,12 +186,15 @@ def read_arena_file(path: Path) -> tuple[ArenaHeader, tuple[PairRecord, ...]]:
 
 def _check_together(path: Path, records: Sequence[PairRecord]) -> None:
     """What no single line shows: every record of one judge (name, prompt version, dimensions), one cluster per
-    item, no pair of a model with itself, no pair twice (in either order) for one member. A file that passes its
-    hashes yet breaks one of these was rewritten with its hashes made again: one line naming the first record
-    that breaks it, never a traceback from the statistics or a silent pick of one of two verdicts."""
+    item, no pair of a model with itself, no pair twice (in either order) for one member, one caption (and word
+    count) per item and model. A file that passes its hashes yet breaks one of these was rewritten with its
+    hashes made again: one line naming the first record that breaks it, never a traceback from the statistics
+    or a silent pick of one of two verdicts (or of two captions: the length fit and the page read different
+    records)."""
     first = records[0] if records else None
     clusters: dict[str, str] = {}
     seen: set[tuple[str, str, str, str]] = set()
+    shown: dict[tuple[str, str], tuple[str, Any]] = {}  # (item, model) -> its caption and word count
     for number, record in enumerate(records, 2):
         where = f"arena file {path}, line {number}"
         if first is not None and (record.judge, record.judge_version, record.dimensions) != (
@@ -204,6 +212,11 @@ def _check_together(path: Path, records: Sequence[PairRecord]) -> None:
             raise ArenaFileError(f"{where}: item {record.item_id!r}, {record.model_a!r} and {record.model_b!r} "
                                  f"judged by {record.member!r} a second time")
         seen.add(pair)
+        for model, caption, words in ((record.model_a, record.caption_a, record.length.get("words_a")),
+                                      (record.model_b, record.caption_b, record.length.get("words_b"))):
+            if shown.setdefault((record.item_id, model), (caption, words)) != (caption, words):
+                raise ArenaFileError(f"{where}: item {record.item_id!r}, model {model!r}: another caption or word "
+                                     "count than an earlier record's (a model has one caption of an item)")
 
 
 def _count(value: Any) -> bool:
@@ -211,7 +224,7 @@ def _count(value: Any) -> bool:
 
 
 def _record(path: Path, number: int, line: str) -> PairRecord:
-    from capjudge.judges.jsonl import DuplicateKey, decode_json
+    from capjudge.judges.jsonl import DuplicateKey, decode_json, has_lone_surrogate
 
     where = f"arena file {path}, line {number}"
     try:
@@ -220,12 +233,19 @@ def _record(path: Path, number: int, line: str) -> PairRecord:
                  "judge_model", "judge_version")
         if not isinstance(document, dict) or not all(isinstance(document.get(name), str) for name in texts):
             raise TypeError("a text field is missing or not text")
-        dimensions = tuple(document["dimensions"])
-        if not dimensions or dimensions[-1] != OVERALL or not all(isinstance(d, str) for d in dimensions):
+        if has_lone_surrogate(document):
+            raise TypeError("text with an unpaired surrogate escape (not valid Unicode)")
+        named = document["dimensions"]
+        if not isinstance(named, list) or not all(isinstance(d, str) for d in named) or len(set(named)) != len(named):
+            raise TypeError("dimensions must be a list of distinct names")
+        dimensions = tuple(named)
+        if not dimensions or dimensions[-1] != OVERALL:
             raise TypeError(f"dimensions must end with {OVERALL!r}")
         length = document.get("length")
         if not isinstance(length, dict) or not all(_count(length.get(name)) for name in ("words_a", "words_b")):
             raise TypeError("length must be an object with words_a and words_b, each a count of words")
+        if not all(value is None or isinstance(value, bool) or _count(value) for value in length.values()):
+            raise TypeError("length's values must be counts of words, true/false or null")
         orders = [_order(document[name], dimensions) for name in ("a_first", "b_first")]
     except (DuplicateKey, ValueError, RecursionError, KeyError, TypeError) as error:
         raise ArenaFileError(f"{where}: not an arena record ({error})") from None

@@ -106,6 +106,7 @@ def run(args: argparse.Namespace) -> int:
     # Imported here: `capjudge --help` should not load the client machinery and lmms-eval.
     from capjudge.judges.client.charge import BudgetFileError
     from capjudge.judges.client.config import ConfigError
+    from capjudge.judges.pairwise.record import ArenaFileError
     from capjudge.metrics.files.outputs import OutputError, writable_folder
     from capjudge.models.captions_file import CaptionsFileError
     from capjudge.tasks.harness.sources import DatasetError
@@ -129,7 +130,7 @@ def run(args: argparse.Namespace) -> int:
             raise ArenaInputError("--out is required: the verdicts (both orders, with the replies) are written there")
         return _judge(args, writable_folder(args.out), batch)
     except (ArenaInputError, JudgeStageError, ConfigError, DatasetError, CaptionsFileError, OutputError, EstimateError,
-            BudgetFileError, BatchStageError) as error:
+            BudgetFileError, BatchStageError, ArenaFileError) as error:
         print(f"capjudge arena: {error}", file=sys.stderr)
         return 2
 

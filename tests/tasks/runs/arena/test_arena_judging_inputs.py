@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from tests.support.arena_runs import arena, caption_flags, one_line_refusal
+from tests.support.arena_runs import DEMO, arena, caption_flags, one_line_refusal
 from tests.support.harness_runs import judge_server
 from tests.support.paths import SUPPORT_DIR
 from tests.support.scripted_pairwise_judges import PairwiseWorld
@@ -115,3 +115,27 @@ def test_a_dry_run_prints_json_when_asked_and_sends_nothing(tmp_path):
     printed = json.loads(done.stdout)
     assert (printed["models"], printed["items"], printed["pairs"], printed["orders_per_judge"]) == (3, 2, 6, 12)
     assert printed["estimate"]["requests"] == 12 and printed["estimate"]["cost"] > 0
+
+
+def test_captions_holding_unicode_line_separators_are_judged_written_and_read_back(tmp_path):
+    """U+2028, U+2029 and U+0085 are text inside a JSON string, raw or escaped; str.splitlines splits at them.
+    The captions file (raw, as a writer with ensure_ascii=False leaves them) was read as broken lines, and the
+    verdict file `capjudge arena` wrote could not be read back: a traceback after every request was paid for,
+    then every rerun refused (found by an independent probe)."""
+    good = [json.loads(line) for line in (DEMO / "captions_good.jsonl").read_text(encoding="utf-8").splitlines()]
+    odd = "A red ball\u2028rolls\u2029from the left\u0085to the right."
+    good[0]["caption"] = odd
+    mine = tmp_path / "separators.jsonl"
+    mine.write_text("".join(json.dumps(line, ensure_ascii=False) + "\n" for line in good), encoding="utf-8")
+    args = ["--task", TASK, "--captions", str(mine), *caption_flags("fair", "poor"), "--limit", "2",
+            "--out", str(tmp_path / "out")]
+    with judge_server(responder=PairwiseWorld().respond) as server:
+        done = arena(tmp_path, server, "fair", *args)
+        assert done.returncode == 0, done.stderr[-3000:]
+        header, records = read_arena_file(tmp_path / "out" / f"arena_{TASK}.jsonl")
+        assert header.records == len(records) == 6
+        assert odd in {record.caption_a for record in records if record.model_a == "separators"}
+        asked = len(server.log)
+        again = arena(tmp_path, server, "fair", *args)
+        assert again.returncode == 0, again.stderr[-3000:]
+        assert len(server.log) == asked  # the rerun reads its file and the cache: nothing asked twice
