@@ -78,12 +78,17 @@ def test_a_rewritten_verdict_file_is_one_line_and_exit_2_with_nothing_written(wr
     rewrite, problem = REWRITES[case]
     path = tmp_path / f"arena_{TASK}.jsonl"
     path.write_text(arena_file_text(header.task, header.judge, header.command, rewrite(list(records))), encoding="utf-8")
-    done = run_capjudge("report", "--arena", str(path), "--out", str(tmp_path / "report"), timeout=600)
+    _refused_with_nothing_written(path, problem, tmp_path / "report")
+
+
+def _refused_with_nothing_written(path, problem: str, report) -> None:
+    """`capjudge report --arena PATH` exits 2 with one line naming PATH and `problem`, and writes nothing."""
+    done = run_capjudge("report", "--arena", str(path), "--out", str(report), timeout=600)
     assert done.returncode == 2, (done.stdout[-2000:], done.stderr[-3000:])
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and "Traceback" not in done.stderr, lines
     assert problem in lines[0] and str(path) in lines[0], lines[0]
-    assert not (tmp_path / "report").exists() or not any((tmp_path / "report").iterdir())
+    assert not report.exists() or not any(report.iterdir())
 
 
 def _rehashed(header, record_lines: list[str]) -> str:
@@ -126,12 +131,7 @@ def test_a_crafted_verdict_file_is_one_line_and_exit_2_with_nothing_written(writ
     edit, problem = CRAFTED[case]
     path = tmp_path / f"arena_{TASK}.jsonl"
     path.write_text(_rehashed(header, _crafted(records, edit)), encoding="utf-8")
-    done = run_capjudge("report", "--arena", str(path), "--out", str(tmp_path / "report"), timeout=600)
-    assert done.returncode == 2, (done.stdout[-2000:], done.stderr[-3000:])
-    lines = [line for line in done.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and "Traceback" not in done.stderr, lines
-    assert problem in lines[0] and str(path) in lines[0], lines[0]
-    assert not (tmp_path / "report").exists() or not any((tmp_path / "report").iterdir())
+    _refused_with_nothing_written(path, problem, tmp_path / "report")
 
 
 def test_a_fifo_given_as_the_verdict_file_is_one_line_not_a_wait(tmp_path):
