@@ -10,6 +10,12 @@ import math
 
 from capjudge.tasks.runs.judging.estimate import DEFAULT_OUTPUT_TOKENS, EstimateError
 
+# Upper bounds far above any real value: a price or token count beyond them is a typo (1e300 priced to $inf,
+# and printed infinite tokens, or JSON with Infinity in it), refused before anything is read.
+MAX_PRICE = 100_000  # USD per 1M tokens
+MAX_OUTPUT_TOKENS = 1_000_000  # tokens per reply
+MAX_REASK_RATE = 10  # replies asked again per reply
+
 
 def add_dry_run_arguments(parser: argparse.ArgumentParser, what: str) -> None:
     """--dry-run, --price-input/--price-output and --output-tokens; `what` is what the dry run lists."""
@@ -35,6 +41,8 @@ def prices(price_input: str | None, price_output: str | None) -> tuple[float, fl
             raise EstimateError(f"{name} must be a number of USD per 1M tokens, got {text!r}") from None
         if not math.isfinite(value) or value < 0:
             raise EstimateError(f"{name} must be a non-negative number, got {text!r}")
+        if value > MAX_PRICE:
+            raise EstimateError(f"{name} {text}: at most {MAX_PRICE:,} USD per 1M tokens")
         values.append(value)
     return values[0], values[1]
 
@@ -47,6 +55,19 @@ def dry_run_prices(args: argparse.Namespace) -> tuple[float, float] | None:
             raise EstimateError("--price-input and --price-output go with --dry-run")
         return None
     given = prices(args.price_input, args.price_output)
-    if not math.isfinite(args.output_tokens) or args.output_tokens < 0:
-        raise EstimateError(f"--output-tokens must be a number >= 0, got {args.output_tokens}")
+    check_output_tokens(args.output_tokens)
     return given
+
+
+def check_output_tokens(value: float) -> None:
+    """--output-tokens: a number from 0 to MAX_OUTPUT_TOKENS; an EstimateError naming the flag otherwise."""
+    if not math.isfinite(value) or value < 0:
+        raise EstimateError(f"--output-tokens must be a number >= 0, got {value}")
+    if value > MAX_OUTPUT_TOKENS:
+        raise EstimateError(f"--output-tokens {value:g}: at most {MAX_OUTPUT_TOKENS:,} tokens per reply")
+
+
+def check_reask_rate(value: float) -> None:
+    """--reask-rate: a number from 0 to MAX_REASK_RATE; an EstimateError naming the flag otherwise."""
+    if not math.isfinite(value) or not 0 <= value <= MAX_REASK_RATE:
+        raise EstimateError(f"--reask-rate must be a number from 0 to {MAX_REASK_RATE}, got {value}")

@@ -43,8 +43,8 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         prices = dry_run_flags.prices(args.price_input, args.price_output)
-        if args.reask_rate < 0 or args.output_tokens < 0 or (args.limit is not None and args.limit < 1):
-            raise EstimateError("--reask-rate and --output-tokens must be >= 0, --limit >= 1")
+        dry_run_flags.check_reask_rate(args.reask_rate)
+        dry_run_flags.check_output_tokens(args.output_tokens)
         estimate = estimate_task(args.task, args.include_path, args.run, args.captions, limit=args.limit,
                                  reask_rate=args.reask_rate, output_tokens=args.output_tokens, prices=prices)
     except (EstimateError, JudgeStageError, ConfigError, DatasetError, CaptionsFileError, BudgetFileError) as error:

@@ -60,6 +60,17 @@ def test_bad_prices_and_options_are_one_clear_error(tmp_path):
     assert one.returncode == 2 and "both --price-input and --price-output" in one.stderr
     negative = run_capjudge("estimate", "--task", "gveval_demo", "--reask-rate", "-1", env=env)
     assert negative.returncode == 2 and "--reask-rate" in negative.stderr
+    # Not a number, infinite, or beyond any real value: one line before anything is read (NaN and inf were a
+    # traceback from the token tally; 1e300 priced a run at $inf with a 300-digit request count).
+    from tests.support.hostile import refusal_line
+
+    for flags, wanted in ((("--reask-rate", "nan"), "--reask-rate must be a number from 0 to 10, got nan"),
+                          (("--output-tokens", "inf"), "--output-tokens must be a number >= 0, got inf"),
+                          (("--output-tokens", "1e300"), "--output-tokens 1e+300: at most 1,000,000 tokens per reply"),
+                          (("--price-input", "1e300", "--price-output", "1"),
+                           "--price-input 1e300: at most 100,000 USD per 1M tokens")):
+        done = run_capjudge("estimate", "--task", "gveval_demo", *flags, env=env)
+        assert refusal_line(done, wanted) == f"capjudge estimate: {wanted}"
 
 
 def test_the_charge_learned_by_earlier_runs_is_printed_and_an_unreadable_budget_file_refused(tmp_path):

@@ -50,6 +50,9 @@ BEFORE_THE_TASK = [
      ("--price-input must be a number", "'cheap'")),
     (("--task", TASK, "--captions", ABSENT, "--dry-run", "--price-input", "1"), ("give both --price-input and --price-output",)),
     (("--task", TASK, "--captions", ABSENT, "--dry-run", "--output-tokens", "nan"), ("--output-tokens must be a number >= 0",)),
+    (("--task", TASK, "--captions", ABSENT, "--dry-run", "--output-tokens", "1e300"), ("--output-tokens 1e+300: at most 1,000,000",)),
+    (("--task", TASK, "--captions", ABSENT, "--dry-run", "--price-input", "1e300", "--price-output", "1"),
+     ("--price-input 1e300: at most 100,000 USD per 1M tokens",)),
     (("--task", TASK, "--captions", ABSENT, "--out", "OUT", "--format", "xml"), ("--format", "invalid choice: 'xml'")),
 ]
 
