@@ -68,8 +68,18 @@ class ArenaRatings:
 
     @property
     def ranking(self) -> tuple[str, ...]:
-        """Models by rating, best first (ties in model order)."""
+        """Models by rating, best first (ties in model order): the order rows are listed in."""
         return tuple(sorted(self.models, key=lambda m: (-(self.ratings[m].value or 0.0), self.models.index(m))))
+
+    @property
+    def ranks(self) -> dict[str, int]:
+        """Each model's competition rank by rating (1, 2, 2, 4): models of one rating share a rank, as the
+        leaderboard's ranks by mean do, so that the listing order of a tie is never read as a ranking. Ratings
+        are compared to 1e-6 Elo points (a fit of equal strengths lands within float noise of each other)."""
+        from scipy.stats import rankdata
+
+        values = np.round([-(self.ratings[m].value or 0.0) for m in self.models], 6)
+        return {model: int(rank) for model, rank in zip(self.models, rankdata(values, method="min"))}
 
 
 def pair_totals(table: BattleTable, counts: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:

@@ -126,7 +126,9 @@ def _ranking_lines(member: MemberReport, confidence: float) -> list[str]:
     controlled = member.length_controlled
     lines += [f"| # | model | Elo [{confidence:.0%} CI] | length-controlled Elo [{confidence:.0%} CI] | battles |",
               "|---:|---|---|---|---:|"]
-    for rank, model in enumerate(ratings.ranking, 1):
+    ranks = ratings.ranks
+    for model in ratings.ranking:
+        rank = ranks[model]
         beside = _ci(controlled.ratings[model], 0) if controlled is not None else "—"
         battles = sum(n for (a, _), n in ratings.battles.items() if a == model)
         lines.append(f"| {rank} | {_escape(model)} | {_ci(ratings.ratings[model], 0)} | {beside} | {battles} |")

@@ -17,7 +17,7 @@ def arena_header(confidence: float) -> str:
 
 def arena_column(arena: TaskArena, rows: Sequence[LeaderboardRow], confidence: float) -> DisplayColumn:
     """The main table's column: each row's rating with its interval (— for a model not in the arena)."""
-    ranking = arena.ratings.ranking
+    ranks, ranked = arena.ratings.ranks, len(arena.ratings.ranking)
     cells = []
     for row in rows:
         figure = arena.ratings.ratings.get(row.name)
@@ -26,7 +26,7 @@ def arena_column(arena: TaskArena, rows: Sequence[LeaderboardRow], confidence: f
             continue
         interval = "" if figure.ci_low is None or figure.ci_high is None else f"[{figure.ci_low:.0f}, {figure.ci_high:.0f}]"
         cells.append(Cell(f"{figure.value:.0f}", interval, sort=sort_key(figure.value),
-                          note=f"rank {ranking.index(row.name) + 1} of {len(ranking)} in the arena"))
+                          note=f"rank {ranks[row.name]} of {ranked} in the arena"))
     return DisplayColumn(arena_header(confidence), tuple(cells))
 
 
@@ -44,5 +44,5 @@ def arena_csv_cells(board: Leaderboard, name: str) -> list[object]:
         cells += ["" if figure is None or part is None else float(part)
                   for part in ((None, None, None) if figure is None else (figure.value, figure.ci_low, figure.ci_high))]
     for arena in board.arenas.values():
-        cells.append(arena.ratings.ranking.index(name) + 1 if name in arena.ratings.ranking else "")
+        cells.append(arena.ratings.ranks.get(name, ""))
     return cells + list(board.arena_missing.values())

@@ -91,7 +91,7 @@ def arena_section(board: Leaderboard, task: str) -> ArenaSection | None:
                  f"arena's rank, # by mean the task's rank by mean score. Ratings {figures[0].value:.0f} to "
                  f"{figures[-1].value:.0f}.{undefined}"),
         rows=rows,
-        keys=(DisplayColumn("#", tuple(rank_cell(position[m]) for m in ratings.ranking)),
+        keys=(DisplayColumn("#", tuple(rank_cell(rank) for rank in map(ratings.ranks.get, ratings.ranking))),
               DisplayColumn("Model", tuple(Cell(m, sort=m) for m in ratings.ranking), align="left")),
         ratings=table,
         matrix_caption=("Win rate of the row's model against the column's (vs #k: the arena's k-th model), in % of "

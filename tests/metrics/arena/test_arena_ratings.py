@@ -116,6 +116,26 @@ def test_win_rates_and_battle_counts_are_counted_with_ties_as_half():
     assert fitted.n_battles == 6 and fitted.n_ties == 1
 
 
+def test_models_of_one_rating_share_a_rank_and_the_leaderboard_shows_it():
+    """Constant scores: every battle a tie, every rating 1000. The listing order of a tie is not a ranking (an
+    independent probe found the arena's # column and arena_rank_* CSV cells saying 1, 2, 3)."""
+    from capjudge.metrics.leaderboard.arena_cells import arena_csv_cells
+
+    constant = {model: {str(item): 50.0 for item in range(4)} for model in ("c", "a", "b")}
+    fitted = arena_ratings(score_battles(constant), ArenaSettings(n_resamples=0))
+    assert fitted.n_ties == fitted.n_battles == 12
+    assert fitted.ranks == {"c": 1, "a": 1, "b": 1}
+    scores = {"a": {"1": 3, "2": 3, "3": 3}, "b": {"1": 1, "2": 1, "3": 1}, "c": {"1": 1, "2": 1, "3": 1},
+              "d": {"1": 0, "2": 0, "3": 0}}
+    assert arena_ratings(score_battles(scores), ArenaSettings(n_resamples=0)).ranks == {"a": 1, "b": 2, "c": 2, "d": 4}
+
+    class Board:  # the two fields arena_csv_cells reads
+        arenas = {"t": type("Arena", (), {"ratings": fitted})()}
+        arena_missing: dict = {}
+
+    assert [arena_csv_cells(Board, model)[-1] for model in ("a", "b", "c")] == [1, 1, 1]
+
+
 def test_the_tie_margin_turns_close_scores_into_ties():
     scores = {"a": {"1": 70.0, "2": 71.0, "3": 80.0}, "b": {"1": 69.5, "2": 72.0, "3": 60.0}}
     strict = score_battles(scores)
