@@ -57,7 +57,7 @@ def resolve_source(metadata: Mapping[str, Any], env: Mapping[str, str] | None = 
             raise DatasetError(f"packaged task data {path} is missing (is the package installed completely?)")
         return DataSource("packaged", str(path), videos_dir or path.parent, videos_env)
     wanted = " or ".join(name for name in (data_env, hub_env) if name)
-    raise DatasetError(f"task data not found: set {wanted} (see README, 'Running on the real benchmarks')")
+    raise DatasetError(f"task data not found: set {wanted} (see README, 'Running the real benchmarks')")
 
 
 # ----------------------------------------------------------------------------------------------------------

@@ -76,12 +76,17 @@ def run_demo(options: DemoOptions) -> int:
     from capjudge.judges.local.options import LocalServerError, MissingLocalExtra
 
     out = options.out
-    out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     if options.remote_judge:
-        from capjudge.judges.client.config import JudgeConfig
+        from capjudge.judges.client.config import ConfigError, JudgeConfig
 
-        JudgeConfig.from_env()  # one clear error now if the judge is not configured
+        try:
+            JudgeConfig.from_env()  # one clear error now if the judge is not configured, before any folder is made
+        except ConfigError as error:
+            print(f"capjudge demo: {error}", file=sys.stderr)
+            return 2
+    out.mkdir(parents=True, exist_ok=True)
+    if options.remote_judge:
         server_context: Any = nullcontext(None)
     else:
         from capjudge.judges.local.launcher import LocalJudgeServer

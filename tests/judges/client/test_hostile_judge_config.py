@@ -266,3 +266,14 @@ def test_a_panel_members_count_beyond_its_bound_is_refused_and_nothing_judged_is
         again = judge(tmp_path / "again", server.base_url, CAPJUDGE_PANEL=str(good), CAPJUDGE_CACHE=str(cache))
         assert again.returncode == 0, again.stderr[-3000:]
         assert len(server.log) == asked  # all from the cache
+
+
+def test_the_demo_with_a_remote_judge_and_none_configured_is_one_line_before_anything_is_made(tmp_path):
+    """`capjudge demo --remote-judge` with no key and no server: the pre-flight's one line, exit 2 (it was a
+    traceback, found by a first-hour walkthrough), and no output folder made."""
+    env = {"CAPJUDGE_CACHE": str(tmp_path / "cache.sqlite"), "HOME": str(tmp_path), "PATH": "/usr/bin:/bin"}
+    done = run_capjudge_cli(["demo", "--remote-judge", "--limit", "1", "--out", str(tmp_path / "demo")], env=env,
+                            cwd=REPO_ROOT, timeout=600)
+    line = refusal_line(done, "capjudge demo: no API key for the judge at https://api.openai.com/v1")
+    assert "set OPENAI_API_KEY" in line
+    assert not (tmp_path / "demo").exists()

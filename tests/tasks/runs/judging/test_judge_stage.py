@@ -229,4 +229,10 @@ def test_bad_input_is_one_clear_error(tmp_path):
         no_samples = _judge(tmp_path, judge, str(empty_run), "--task", TASK, "--out", str(tmp_path / "o"),
                             cache=tmp_path / "c.sqlite")
         assert no_samples.returncode == 2 and "no samples of task 'gveval_demo'" in no_samples.stderr
+        assert "run lmms-eval with --log_samples" in no_samples.stderr
+        (empty_run / "20260101_000000_samples_anycap_style_demo.jsonl").write_text("", encoding="utf-8")
+        other_task = _judge(tmp_path, judge, str(empty_run), "--task", TASK, "--out", str(tmp_path / "o"),
+                            cache=tmp_path / "c.sqlite")
+        assert other_task.returncode == 2 and "no samples of task 'gveval_demo'" in other_task.stderr
+        assert "it holds samples of 'anycap_style_demo': give --task with one of them" in other_task.stderr
         assert judge.log == []
