@@ -76,8 +76,9 @@ def register(groups: Any) -> None:
     parser.add_argument("--msvd-eval", metavar="PATH", help="G-VEval's MSVD-Eval.json (targets: mean and each ACCR dimension)")
     parser.add_argument("--judge-scores", metavar="FILE", help='with --msvd-eval: JSONL of {"id": ..., "<field>": score}')
     parser.add_argument("--run", metavar="RUN", type=Path,
-                        help="with --msvd-eval: a judged run (folder or *_results.json); its judge is a scorer, or "
-                             "for a panel run the panel and each member")
+                        help="with --msvd-eval: a judged run (folder or *_results.json); its judge's main score "
+                             "(e.g. gveval_mean) is a scorer against every human target, or for a panel run the "
+                             "panel's and each member's")
     parser.add_argument("--task", help="with --run: the run's task (default gveval)")
     parser.add_argument("--baselines", action="store_true", help="with --msvd-eval: BLEU-1/4, METEOR, ROUGE-L, CIDEr")
     parser.add_argument("--cache-dir", type=Path, default=None,
@@ -192,6 +193,10 @@ def _usage_problem(args: argparse.Namespace) -> str | None:
             return "--msvd-eval needs --baselines, --judge-scores FILE and/or --run RUN"
         if args.task is not None and args.run is None:
             return "--task applies to --run"
+        if args.judge and not args.judge_scores:
+            # Ignored before: a --run's scorer is its judge's main score, whatever --judge said.
+            return ("--judge selects fields of --judge-scores FILE (or of FILE.jsonl); a --run's scorer is its "
+                    "judge's main score (e.g. gveval_mean) against every human target")
         if args.group_by or args.human or args.human_index:
             return "--group-by, --human and --human-index apply to FILE.jsonl, not --msvd-eval"
         if args.cache_dir is not None and not args.baselines:

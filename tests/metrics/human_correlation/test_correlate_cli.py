@@ -129,6 +129,11 @@ def test_msvd_baselines_are_cached_by_content(msvd_json_report, run_baseline_cac
     assert refused.stderr.strip() == f"capjudge correlate: --cache-dir {not_a_folder}: is a file, not a folder"
     unused = run_cli(str(MSVD_PATH), "--judge", "x", "--human", "y", "--cache-dir", str(tmp_path))
     assert unused.returncode == 2 and "--cache-dir apply to --msvd-eval" in unused.stderr, unused.stderr
+    # --judge selects nothing without --judge-scores (a --run's scorer is its main score): it was ignored.
+    for extra in (("--run", str(tmp_path)), ("--baselines",)):
+        ignored = run_cli("--msvd-eval", str(MSVD_PATH), *extra, "--judge", "gveval_conciseness")
+        assert ignored.returncode == 2 and ignored.stdout == "", ignored.stderr
+        assert ignored.stderr.strip().startswith("capjudge correlate: --judge selects fields of --judge-scores FILE")
 
 
 def test_msvd_baseline_json_shape(msvd_json_report):
