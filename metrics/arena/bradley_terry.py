@@ -97,6 +97,27 @@ NEWTON_DECREMENT = 1e-20
 MAX_NEWTON_STEPS = 50
 
 
+def _row_outer_products(design: np.ndarray) -> "scipy.sparse.csr_matrix":
+    """(rows, n_parameters**2), sparse: row r is x_r x_r^T, flattened. A row of the design has two model
+    entries (+1, -1) and its covariates, so each outer product has a handful of non-zeros; held dense, the
+    (pairs x models^2) array grew with the fourth power of the models (100 models: 1 GB)."""
+    from scipy.sparse import csr_matrix
+
+    n_rows, n_parameters = design.shape
+    row_of, column_of = np.nonzero(design)  # row-major: each row's entries together, in column order
+    per_row = np.bincount(row_of, minlength=n_rows)
+    first_of_row = np.cumsum(per_row) - per_row
+    # Every entry paired with every entry of its own row: entry e repeated once per entry of its row (`left`),
+    # beside those entries in turn (`right`).
+    repeats = per_row[row_of]
+    left = np.repeat(np.arange(row_of.size), repeats)
+    turn = np.arange(left.size) - np.repeat(np.cumsum(repeats) - repeats, repeats)
+    right = first_of_row[row_of[left]] + turn
+    values = design[row_of, column_of]
+    return csr_matrix((values[left] * values[right], (row_of[left], column_of[left] * n_parameters + column_of[right])),
+                      shape=(n_rows, n_parameters * n_parameters))
+
+
 def fit_strengths_many(design: np.ndarray, points: np.ndarray, weights: np.ndarray, start: np.ndarray) -> np.ndarray:
     """fit_strengths for every row of `weights` (resamples, rows), each warm-started from `start`; `points`
     is one row shared by all or one per resample.
@@ -108,8 +129,12 @@ def fit_strengths_many(design: np.ndarray, points: np.ndarray, weights: np.ndarr
     rule), and stops at the Newton decrement (NEWTON_DECREMENT); the objective is strictly convex (the
     penalty), so each resample converges to the one optimum fit_strengths finds."""
     points = np.broadcast_to(np.asarray(points, dtype=np.float64), weights.shape)
+    # Rows no resample weighs (pairs of models that never met) add nothing to any fit: dropped, so that the work
+    # grows with the pairs that met, not with every pair of models.
+    weighed = weights.any(axis=0)
+    design, points, weights = design[weighed], points[:, weighed], weights[:, weighed]
     n_parameters = design.shape[1]
-    outer = (design[:, :, None] * design[:, None, :]).reshape(design.shape[0], -1)  # row r: x_r x_r^T, flat
+    outer = _row_outer_products(design)
     ridge = RIDGE * np.eye(n_parameters)
     theta = np.tile(np.asarray(start, dtype=np.float64), (weights.shape[0], 1))
     active = np.arange(weights.shape[0])
@@ -121,7 +146,7 @@ def fit_strengths_many(design: np.ndarray, points: np.ndarray, weights: np.ndarr
         z = t @ design.T
         p = expit(z)
         gradient = -(w * (s - p)) @ design + RIDGE * t
-        hessian = ((w * p * (1.0 - p)) @ outer).reshape(-1, n_parameters, n_parameters) + ridge
+        hessian = (outer.T @ (w * p * (1.0 - p)).T).T.reshape(-1, n_parameters, n_parameters) + ridge
         step = np.linalg.solve(hessian, gradient[..., None])[..., 0]
         decrement = np.sum(gradient * step, axis=1)
         going = decrement > NEWTON_DECREMENT

@@ -252,3 +252,25 @@ def test_a_rating_outside_its_own_interval_is_drawn_at_its_place_with_the_interv
     assert list(points.get_ydata()) == [1000.0, 990.0]
     bars = [segment for collection in axes.collections for segment in collection.get_segments()]
     assert sorted((float(s[0][1]), float(s[1][1])) for s in bars) == [(990.0, 990.0), (1001.0, 1010.0)]
+
+
+def test_the_batched_fit_of_many_models_that_met_few_others_is_scipys():
+    # Forty models in a chain: 780 pairs, 39 of which met. The batched fit drops the rows no resample weighs and
+    # keeps each row's outer product sparse (held dense they grew with the fourth power of the models: an
+    # independent probe measured 275 s and 2.8 GB for 140 models); the optimum is scipy's all the same.
+    from capjudge.metrics.arena.bradley_terry import (ELO_PER_LOGIT, BattleRows, design_matrix, fit_strengths,
+                                                       fit_strengths_many)
+
+    rng = np.random.default_rng(11)
+    n_models = 40
+    pairs = [(i, j) for i in range(n_models) for j in range(i + 1, n_models)]
+    first, second = np.array([i for i, _ in pairs]), np.array([j for _, j in pairs])
+    met = second == first + 1
+    points = np.where(met, rng.uniform(0.3, 0.7, len(pairs)), 0.0)  # shares of points: no model separated
+    design = design_matrix(BattleRows(first, second, points), n_models)
+    weights = np.where(met, rng.poisson(3.0, size=(12, len(pairs))), 0).astype(float)
+    start = fit_strengths(design, points, met * 3.0)
+    batched = fit_strengths_many(design, points, weights, start)
+    for row, mine in zip(weights, batched):
+        scipys = fit_strengths(design, points, row, start)
+        assert np.abs(mine - scipys).max() * ELO_PER_LOGIT < 0.01
