@@ -199,9 +199,10 @@ def _check_together(path: Path, records: Sequence[PairRecord]) -> None:
         where = f"arena file {path}, line {number}"
         if first is not None and (record.judge, record.judge_version, record.dimensions) != (
                 first.judge, first.judge_version, first.dimensions):
-            raise ArenaFileError(f"{where}: judge {record.judge!r} ({record.judge_version}, {', '.join(record.dimensions)}) "
-                                 f"is not the file's ({first.judge!r}, {first.judge_version}, "
-                                 f"{', '.join(first.dimensions)}): one file holds one judge's verdicts")
+            # repr, not the text: a version or dimension with a line break or an escape sequence stays one line
+            raise ArenaFileError(f"{where}: judge {record.judge!r} ({record.judge_version!r}, {list(record.dimensions)!r}) "
+                                 f"is not the file's ({first.judge!r}, {first.judge_version!r}, "
+                                 f"{list(first.dimensions)!r}): one file holds one judge's verdicts")
         if clusters.setdefault(record.item_id, record.cluster) != record.cluster:
             raise ArenaFileError(f"{where}: item {record.item_id!r} is in cluster {record.cluster!r} here and "
                                  f"{clusters[record.item_id]!r} before: an item has one cluster")

@@ -116,7 +116,7 @@ def _coverage(pairs: HumanPairs, scorers: Sequence[tuple[str, np.ndarray]], aren
     if not covered:
         sampled = f"at most {pairs_per_clip} per clip, seed {seed}" if pairs_per_clip is not None else "all of them"
         raise ArenaError(f"{arena.source}: its verdicts cover none of the {len(pairs.pairs):,} human-preference pairs "
-                         f"compared ({sampled}); it was made by `{arena.command[:200]}`: give this command the same "
+                         f"compared ({sampled}); it was made by {arena.command[:200]!r}: give this command the same "
                          "--pairs-per-clip and --seed")
     failed = sum(any(v.get(pair.key) is None for v in arena.by_member.values()) for pair in covered)
     if len(covered) == len(pairs.pairs):

@@ -30,7 +30,8 @@ def arena_found(path: Path) -> Found:
         header, _ = read_arena_file(path)
     except ArenaFileError as error:
         return Found(None, f"a file that is not an arena verdict file as capjudge wrote it ({error})")
-    return Found(header.stamp, f"the verdicts of another arena run (`{header.command[:300]}`)")
+    # repr: a command quoting a path with a line break (or a file's text) stays one line of the refusal
+    return Found(header.stamp, f"the verdicts of another arena run ({header.command[:300]!r})")
 
 
 def check_arena_output(path: Path, task: str, judge: str, command: str, keys: Sequence[Sequence[str]]) -> None:

@@ -139,3 +139,18 @@ def test_captions_holding_unicode_line_separators_are_judged_written_and_read_ba
         again = arena(tmp_path, server, "fair", *args)
         assert again.returncode == 0, again.stderr[-3000:]
         assert len(server.log) == asked  # the rerun reads its file and the cache: nothing asked twice
+
+
+def test_a_refusal_quoting_another_runs_command_stays_one_line(tmp_path):
+    """The other run's command quotes its captions file, whose name may hold a line break: the refusal quotes it
+    escaped, one line (it was two, found by an independent probe)."""
+    odd = tmp_path / "odd\nname.jsonl"
+    odd.write_text((DEMO / "captions_fair.jsonl").read_text(encoding="utf-8"), encoding="utf-8")
+    out = ["--out", str(tmp_path / "out")]
+    with judge_server(responder=PairwiseWorld().respond) as server:
+        first = arena(tmp_path, server, "fair", "--task", TASK, *caption_flags("good"), "--captions", str(odd),
+                      "--limit", "1", *out)
+        assert first.returncode == 0, first.stderr[-3000:]
+        other = arena(tmp_path, server, "fair", "--task", TASK, *caption_flags("good", "poor"), "--limit", "1", *out)
+    refused = one_line_refusal(other)
+    assert "the verdicts of another arena run" in refused and "odd\\nname.jsonl" in refused
