@@ -155,6 +155,9 @@ def verdict_battles(verdicts: Sequence[OrderedVerdicts], judge: str = "judge",
         p = pair_index[(min(i, j), max(i, j))]
         points[row[verdict.item], p] = first_points if i < j else 1.0 - first_points
     table = BattleTable(names, items, pairs, points)
+    if verdicts and table.n_battles == 0:  # check_connected would blame the items: the verdicts are what is missing
+        raise ArenaError(f"judge {judge!r}: no battle: every one of its {len(verdicts):,} pairs has a failed order "
+                         "(see the failures in the verdict file or its page)")
     check_connected(table, f"judge {judge!r}")
     return table
 

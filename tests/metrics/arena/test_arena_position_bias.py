@@ -200,3 +200,13 @@ def test_a_battle_without_a_caption_length_is_refused_naming_item_and_model():
     del words[("item4", "middle")]
     with pytest.raises(ArenaError, match=r"^item 'item4', model 'middle': no caption length"):
         style_controlled(verdict_battles(verdicts, "fair", MODELS), words, ArenaSettings(n_resamples=0))
+
+
+def test_a_judge_whose_every_pair_failed_an_order_is_said_so_not_that_the_models_share_no_items():
+    # Found by an independent probe: the reason given was "the models share no items", which they all did.
+    failed = [OrderedVerdicts("i1", "x", "y", "A", None), OrderedVerdicts("i2", "x", "y", None, None),
+              OrderedVerdicts("i1", "y", "z", None, "B")]
+    with pytest.raises(ArenaError) as raised:
+        verdict_battles(failed, "judge")
+    assert str(raised.value) == ("judge 'judge': no battle: every one of its 3 pairs has a failed order (see the "
+                                 "failures in the verdict file or its page)")
