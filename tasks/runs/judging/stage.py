@@ -202,7 +202,22 @@ def judge_stage(
 ) -> StageOutcome:
     """Judge every item of `task_name` that `source` has a caption for; write the run. With `batch`
     (`capjudge.tasks.runs.judging.batch_stage.BatchOptions`) the replies come through the Batch API first; online, the
-    items are judged in `processes` processes (default: capjudge.tasks.runs.judging.processes.resolve_processes)."""
+    items are judged in `processes` processes (default: capjudge.tasks.runs.judging.processes.resolve_processes).
+    A run that fails (a refused configuration, an unreachable judge) leaves no empty folder it made behind."""
+    made = [folder for folder in (Path(out), _run_folder(out, source)) if not folder.exists()]
+    try:
+        return _judge_stage(source, task_name, out, include_path, batch, processes=processes)
+    except BaseException:
+        for folder in reversed(made):  # the run's folder, then --out; one that holds anything stays
+            try:
+                folder.rmdir()
+            except OSError:
+                pass
+        raise
+
+
+def _judge_stage(source: CaptionSource, task_name: str, out: Path, include_path: Path, batch: Any, *,
+                 processes: int | None) -> StageOutcome:
     from capjudge.tasks.harness.prejudge import item_key
 
     from contextlib import nullcontext

@@ -277,3 +277,12 @@ def test_the_demo_with_a_remote_judge_and_none_configured_is_one_line_before_any
     line = refusal_line(done, "capjudge demo: no API key for the judge at https://api.openai.com/v1")
     assert "set OPENAI_API_KEY" in line
     assert not (tmp_path / "demo").exists()
+
+
+def test_a_run_refused_at_its_pre_flight_leaves_no_empty_folder_behind(tmp_path):
+    """An unreachable judge: one line, exit 2, and neither --out nor the model's folder in it left behind empty
+    (found by a first-hour walkthrough)."""
+    done = judge(tmp_path / "work", "http://127.0.0.1:9/v1")
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert "Traceback" not in done.stderr
+    assert not (tmp_path / "work" / "out").exists()
