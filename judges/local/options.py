@@ -168,7 +168,11 @@ def honesty_notice(options: ServeOptions, base_url: str, alias: str) -> str:
     """What the server can and cannot do as a judge, and how to point the same run at a real one."""
     lines = [
         f"capjudge local judge: {alias} at {base_url} (no API key needed)",
-        f"  use it:  OPENAI_BASE_URL={base_url} MODEL_VERSION={alias}",
+        f"  use it:  OPENAI_BASE_URL={base_url} MODEL_VERSION={alias} CAPJUDGE_CONSTRAINED_OUTPUT=1 "
+        "CAPJUDGE_MAX_CONCURRENCY=1",
+        # Without them a run times out: the server judges one request at a time, and a small model left free
+        # rambles instead of stating its scores (as `capjudge demo` sets them).
+        "  (one request at a time: the server judges one after another; replies held to the judge's format)",
     ]
     if not options.sees_images:
         lines.append(

@@ -185,6 +185,10 @@ def test_notice_is_honest_about_the_default_model_and_names_real_backends():
     assert "TEXT-ONLY" in notice and "NOT a meaningful judge" in notice
     for setting in ("OPENAI_BASE_URL=http://127.0.0.1:8080/v1", "OPENAI_API_KEY", "MODEL_VERSION", "API_TYPE=azure"):
         assert setting in notice
+    # The settings a run against it needs (a first-hour walkthrough used the line as printed and judged nothing
+    # in minutes: timeouts at the default concurrency, unconstrained replies without scores).
+    (use,) = [line for line in notice.splitlines() if "use it:" in line]
+    assert use.endswith("MODEL_VERSION=gemma-3-270m-q4_k_m CAPJUDGE_CONSTRAINED_OUTPUT=1 CAPJUDGE_MAX_CONCURRENCY=1")
     vision = honesty_notice(ServeOptions(model_path=Path("m.gguf"), mmproj_path=Path("p.gguf")), "u", "m")
     assert "TEXT-ONLY" not in vision and "NOT a meaningful judge" not in vision
 
