@@ -100,6 +100,17 @@ def run_demo(options: DemoOptions) -> int:
         return 2 if isinstance(error, MissingLocalExtra) else 1
 
 
+def _refusal_in(log_file: Path) -> str | None:
+    """The last line capjudge itself printed in an lmms-eval log ("capjudge: ..."): a refusal's reason (an
+    unreachable judge, a missing key), which the user should not have to open the log for."""
+    try:
+        lines = log_file.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return None
+    said = [line for line in lines if line.startswith("capjudge: ")]
+    return said[-1].removeprefix("capjudge: ") if said else None
+
+
 def _run_steps(options: DemoOptions, out: Path, steps: list[str], server_context: Any, started: float) -> int:
     from tqdm import tqdm
 
@@ -131,9 +142,10 @@ def _run_steps(options: DemoOptions, out: Path, steps: list[str], server_context
                 # lmms-eval can exit 0 after a failed evaluation: a new results file is the proof of success.
                 written = set(run_dir.rglob(f"*{RESULTS_SUFFIX}")) - before if run_dir.exists() else set()
                 if process.returncode != 0 or not written:
+                    reason = _refusal_in(log_file)
                     print(f"lmms-eval failed for caption set '{caption_set}' (exit {process.returncode}, "
-                          f"no new results file); see {log_file}", file=sys.stderr)
-                    return 1
+                          f"no new results file){': ' + reason if reason else ''}; see {log_file}", file=sys.stderr)
+                    return 2 if process.returncode == 2 else 1  # lmms-eval's 2: capjudge refused its input
                 run_dirs.append(max(written, key=lambda path: path.stat().st_mtime))
                 progress.update(1)
             progress.set_postfix_str("report and leaderboard")

@@ -286,3 +286,17 @@ def test_a_run_refused_at_its_pre_flight_leaves_no_empty_folder_behind(tmp_path)
     assert done.returncode == 2, done.stderr[-3000:]
     assert "Traceback" not in done.stderr
     assert not (tmp_path / "work" / "out").exists()
+
+
+def test_the_demo_with_an_unreachable_remote_judge_says_why_not_only_where_the_log_is(tmp_path):
+    """The pre-flight's reason is printed with the failure (it was only in lmms-eval's log), exit 2 as the
+    refusal's own (found by a first-hour walkthrough)."""
+    env = {"OPENAI_BASE_URL": "http://127.0.0.1:9/v1", "OPENAI_API_KEY": TEST_API_KEY, "MODEL_VERSION": TEST_JUDGE_MODEL,
+           "CAPJUDGE_CACHE": str(tmp_path / "cache.sqlite"), "HOME": str(tmp_path), "PATH": "/usr/bin:/bin",
+           "HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1", "HF_DATASETS_CACHE": str(tmp_path / "hf")}
+    done = run_capjudge_cli(["demo", "--remote-judge", "--limit", "1", "--caption-sets", "good", "--out",
+                             str(tmp_path / "demo")], env=env, cwd=REPO_ROOT, timeout=600)
+    assert done.returncode == 2, done.stderr[-3000:]
+    (line,) = [line for line in done.stderr.replace("\r", "\n").splitlines() if "lmms-eval failed" in line]
+    assert "caption set 'good' (exit 2, no new results file): pre-flight: cannot reach the judge at " \
+           "http://127.0.0.1:9/v1" in line and str(tmp_path / "demo" / "lmms_eval_good.log") in line
