@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -65,7 +66,7 @@ def plan_pairs(task: Any, models: Sequence[ModelCaptions], anchors: Sequence[str
     from capjudge.tasks.runs.sensitivity.judging import cluster_of
 
     pairs: list[PlannedPair] = []
-    items = 0
+    items = same_caption = 0
     for doc in task.eval_docs:
         item_id = str(doc.get("id"))
         present = [model for model in models if item_id in model.captions]
@@ -76,8 +77,18 @@ def plan_pairs(task: Any, models: Sequence[ModelCaptions], anchors: Sequence[str
         if limit is not None and items == limit:
             break
         items += 1
-        pairs += [PlannedPair(doc, item_id, cluster_of(doc), a.name, b.name, a.captions[item_id], b.captions[item_id])
-                  for a, b in chosen]
+        for a, b in chosen:
+            # Two models with one caption of an item: both orders are one request, and whatever the judge says
+            # is its position bias, not a preference (left out and said, as --candidates does).
+            if a.captions[item_id] == b.captions[item_id]:
+                same_caption += 1
+                continue
+            pairs.append(PlannedPair(doc, item_id, cluster_of(doc), a.name, b.name, a.captions[item_id],
+                                     b.captions[item_id]))
     if not pairs:
-        raise ArenaInputError("no pair to judge: no item has captions from an anchor and another model")
+        raise ArenaInputError("no pair to judge: no item has captions from an anchor and another model"
+                              + (f" that differ ({same_caption} pair(s) with one caption)" if same_caption else ""))
+    if same_caption:
+        print(f"capjudge arena: {same_caption} pair(s) of two models with the same caption of an item left out (no "
+              "test of a judge: either order is the same request)", file=sys.stderr)
     return pairs

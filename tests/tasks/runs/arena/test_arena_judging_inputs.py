@@ -154,3 +154,29 @@ def test_a_refusal_quoting_another_runs_command_stays_one_line(tmp_path):
         other = arena(tmp_path, server, "fair", "--task", TASK, *caption_flags("good", "poor"), "--limit", "1", *out)
     refused = one_line_refusal(other)
     assert "the verdicts of another arena run" in refused and "odd\\nname.jsonl" in refused
+
+
+def test_two_models_with_one_caption_of_an_item_are_not_asked_and_it_is_said(tmp_path):
+    """Both orders of two identical captions are one request, whose reply was read as both orders: a 'flip' and a
+    ranking from the judge's position bias alone (found by an independent probe). Left out and said, as
+    --candidates does; with no pair left, one line, exit 2."""
+    good = [json.loads(line) for line in (DEMO / "captions_good.jsonl").read_text(encoding="utf-8").splitlines()]
+    twin = tmp_path / "twin.jsonl"
+    twin.write_text("".join(json.dumps({**line, "caption": line["caption"] + (" Twice." if line["id"] == "g01" else "")})
+                            + "\n" for line in good), encoding="utf-8")
+    args = ["--task", TASK, *caption_flags("good"), "--captions", str(twin), *caption_flags("poor"), "--limit", "2"]
+    with judge_server(responder=PairwiseWorld().respond) as server:
+        done = arena(tmp_path, server, "fair", *args, "--out", str(tmp_path / "out"))
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert "capjudge arena: 1 pair(s) of two models with the same caption of an item left out" in done.stderr
+        header, records = read_arena_file(tmp_path / "out" / f"arena_{TASK}.jsonl")
+        assert header.records == len(records) == 5
+        assert all(record.caption_a != record.caption_b for record in records)
+        exact = tmp_path / "exact"
+        exact.mkdir()
+        (exact / "copy.jsonl").write_text("".join(json.dumps(line) + "\n" for line in good if line["id"].startswith("g")))
+        asked = len(server.log)
+        refused = arena(tmp_path, server, "fair", "--task", TASK, *caption_flags("good"), "--captions",
+                        str(exact / "copy.jsonl"), "--limit", "2", "--out", str(tmp_path / "o2"))
+        assert len(server.log) == asked
+    assert "no pair to judge" in one_line_refusal(refused)
