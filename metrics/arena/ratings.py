@@ -112,15 +112,11 @@ def arena_ratings(table: BattleTable, settings: ArenaSettings = ArenaSettings())
     undefined = ~np.isfinite(draws).all(axis=1) if draws.size else np.zeros(0, dtype=bool)
     ratings = elo(theta)
     n_items = int(np.isfinite(table.points).any(axis=1).sum())  # items with a battle: the resampling's units
-    no_interval = _no_interval(table, n_items)
+    no_interval = no_interval_reasons(table, n_items)
     intervals = {model: ValueCI(float(ratings[m])) if model in no_interval else
                  percentile_ci(float(ratings[m]), draws[~undefined, m] if draws.size else draws, settings.confidence)
                  for m, model in enumerate(table.models)}
-    for model, figure in intervals.items():  # e.g. the middle model of a perfectly separated three
-        # Zero-width to the fits' precision: resamples that give a model one rating differ in its last digits.
-        if figure.ci_low is not None and figure.ci_high - figure.ci_low < ZERO_WIDTH_ELO:
-            no_interval[model] = "every resample gives it the same rating (a zero-width interval measures nothing)"
-            intervals[model] = ValueCI(figure.value)
+    drop_zero_width(intervals, no_interval)  # e.g. the middle model of a perfectly separated three
     met = {}
     for p, (i, j) in enumerate(table.pairs):
         met[(table.models[i], table.models[j])] = met[(table.models[j], table.models[i])] = int(battles[p])
@@ -131,8 +127,19 @@ def arena_ratings(table: BattleTable, settings: ArenaSettings = ArenaSettings())
     )
 
 
-def _no_interval(table: BattleTable, n_items: int) -> dict[str, str]:
-    """model -> why its rating gets no interval (see the module docstring)."""
+def drop_zero_width(intervals: dict[str, ValueCI], no_interval: dict[str, str]) -> None:
+    """Intervals of zero width (to the fits' precision: resamples that give a model one rating differ in its
+    last digits) taken out of `intervals`, the reason put in `no_interval`: a zero-width interval measures
+    nothing."""
+    for model, figure in intervals.items():
+        if figure.ci_low is not None and figure.ci_high - figure.ci_low < ZERO_WIDTH_ELO:
+            no_interval[model] = "every resample gives it the same rating (a zero-width interval measures nothing)"
+            intervals[model] = ValueCI(figure.value)
+
+
+def no_interval_reasons(table: BattleTable, n_items: int) -> dict[str, str]:
+    """model -> why its rating gets no interval (see the module docstring): battles on fewer than two items, or
+    a model that won or lost every one of its battles (its rating is the regularisation's)."""
     if n_items < 2:
         return dict.fromkeys(table.models, f"battles on {n_items} item: an item bootstrap needs two or more")
     reasons = {}

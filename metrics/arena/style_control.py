@@ -14,6 +14,7 @@ refit from the full-data estimate); a resample that draws no battle of some mode
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -23,7 +24,7 @@ from capjudge.metrics.arena.battles import BattleTable
 from capjudge.metrics.arena.bradley_terry import (ELO_PER_LOGIT, BattleRows, design_matrix, elo, fit_strengths,
                                                   fit_strengths_many)
 from capjudge.metrics.arena.errors import ArenaError
-from capjudge.metrics.arena.ratings import ArenaSettings
+from capjudge.metrics.arena.ratings import ArenaSettings, drop_zero_width, no_interval_reasons
 from capjudge.metrics.arena.resampling import count_blocks, percentile_ci
 from capjudge.metrics.statistics.value_ci import ValueCI
 
@@ -43,6 +44,9 @@ class StyleControlled:
     n_battles: int
     n_undefined: int
     settings: ArenaSettings
+    # model -> why its length-controlled rating has no interval (the raw ratings' rules: capjudge.metrics.arena.
+    # ratings); "gamma" -> why gamma has none
+    no_interval: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
     @property
     def ranking(self) -> tuple[str, ...]:
@@ -97,9 +101,19 @@ def style_controlled(table: BattleTable, words: Mapping[tuple[str, str], int],
     sample = np.concatenate(draws) if draws else np.empty((0, n_models + 1))
     ratings = elo(estimate[:n_models])
     resampled = elo(sample[:, :n_models]) if sample.size else np.empty((0, n_models))
+    # The raw ratings' rules for when a bootstrap interval claims nothing, for the controlled ones and gamma too.
+    n_items = int(np.isfinite(table.points).any(axis=1).sum())
+    no_interval = no_interval_reasons(table, n_items)
+    intervals = {model: ValueCI(float(ratings[m])) if model in no_interval else
+                 percentile_ci(float(ratings[m]), resampled[:, m], settings.confidence)
+                 for m, model in enumerate(table.models)}
+    gamma = {"gamma": percentile_ci(float(ELO_PER_LOGIT * estimate[-1]), ELO_PER_LOGIT * sample[:, -1], settings.confidence)}
+    if n_items < 2:
+        no_interval["gamma"] = f"battles on {n_items} item: an item bootstrap needs two or more"
+        gamma["gamma"] = ValueCI(gamma["gamma"].value)
+    drop_zero_width(intervals, no_interval)
+    drop_zero_width(gamma, no_interval)
     return StyleControlled(
-        ratings={model: percentile_ci(float(ratings[m]), resampled[:, m], settings.confidence)
-                 for m, model in enumerate(table.models)},
-        gamma=percentile_ci(float(ELO_PER_LOGIT * estimate[-1]), ELO_PER_LOGIT * sample[:, -1], settings.confidence),
-        length_scale=scale, n_battles=int(points.size), n_undefined=n_undefined, settings=settings,
+        ratings=intervals, gamma=gamma["gamma"], length_scale=scale, n_battles=int(points.size),
+        n_undefined=n_undefined, settings=settings, no_interval=no_interval,
     )

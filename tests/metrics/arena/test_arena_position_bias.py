@@ -210,3 +210,27 @@ def test_a_judge_whose_every_pair_failed_an_order_is_said_so_not_that_the_models
         verdict_battles(failed, "judge")
     assert str(raised.value) == ("judge 'judge': no battle: every one of its 3 pairs has a failed order (see the "
                                  "failures in the verdict file or its page)")
+
+
+def test_the_length_controlled_intervals_follow_the_raw_ratings_rules():
+    """One item, three battles (found by an independent probe: the controlled column showed '2395 [2395, 2395]'
+    beside the raw ratings' 'no interval'): no interval for any model or for gamma, each with its reason; and a
+    model that won every battle gets none either, as its raw rating does."""
+    one_item = [OrderedVerdicts("i1", "x", "y", "A", "B"), OrderedVerdicts("i1", "y", "z", "A", "B"),
+                OrderedVerdicts("i1", "x", "z", "A", "B")]
+    words = {("i1", "x"): 5, ("i1", "y"): 12, ("i1", "z"): 30}
+    controlled = style_controlled(verdict_battles(one_item, "judge"), words, ArenaSettings(n_resamples=200, seed=1))
+    assert all(figure.ci_low is None and figure.ci_high is None for figure in controlled.ratings.values())
+    assert controlled.gamma.ci_low is None
+    assert set(controlled.no_interval) == {"x", "y", "z", "gamma"}
+    assert controlled.no_interval["gamma"] == "battles on 1 item: an item bootstrap needs two or more"
+    verdicts = _judge(_fair)
+    words = {(f"item{k}", m): _words(k, m) for k in range(30) for m in MODELS}
+    table = verdict_battles(verdicts, "fair", MODELS)
+    raw = arena_ratings(table, ArenaSettings(n_resamples=100, seed=2))
+    controlled = style_controlled(table, words, ArenaSettings(n_resamples=100, seed=2))
+    regularised = {model for model, reason in raw.no_interval.items() if "every one of its battles" in reason}
+    assert regularised == {"strong", "weak"}  # won, lost every battle (the middle one's raw interval is zero-width)
+    for model in regularised:
+        assert controlled.ratings[model].ci_low is None
+        assert controlled.no_interval[model] == raw.no_interval[model]
