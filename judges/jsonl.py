@@ -47,10 +47,11 @@ def json_lines(text: str) -> list[str]:
 def read_text(path: str | Path, error: type[Exception] = ValueError, what: str = "") -> str:
     """The file's text as UTF-8; a file in another encoding is `error` naming it, not a bare decode error. So is
     a FIFO, socket or device, whose read could wait forever (a folder is left to the caller's OSError)."""
-    if Path(path).exists() and not Path(path).is_file() and not Path(path).is_dir():
+    file = Path(path)
+    if file.exists() and not file.is_file() and not file.is_dir():
         raise error(f"{what or path}: not a regular file (a FIFO, socket or device)")
     try:
-        return Path(path).read_text(encoding="utf-8")
+        return file.read_text(encoding="utf-8")
     except UnicodeDecodeError as decode_error:
         raise error(f"{what or path}: not UTF-8 text (byte {decode_error.start}: {decode_error.reason})") from None
 

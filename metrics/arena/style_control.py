@@ -45,8 +45,9 @@ class StyleControlled:
     n_undefined: int
     settings: ArenaSettings
     # model -> why its length-controlled rating has no interval (the raw ratings' rules: capjudge.metrics.arena.
-    # ratings); "gamma" -> why gamma has none
+    # ratings); and why gamma has none ("": it has one)
     no_interval: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    no_gamma_interval: str = ""
 
     @property
     def ranking(self) -> tuple[str, ...]:
@@ -107,13 +108,15 @@ def style_controlled(table: BattleTable, words: Mapping[tuple[str, str], int],
     intervals = {model: ValueCI(float(ratings[m])) if model in no_interval else
                  percentile_ci(float(ratings[m]), resampled[:, m], settings.confidence)
                  for m, model in enumerate(table.models)}
-    gamma = {"gamma": percentile_ci(float(ELO_PER_LOGIT * estimate[-1]), ELO_PER_LOGIT * sample[:, -1], settings.confidence)}
-    if n_items < 2:
-        no_interval["gamma"] = f"battles on {n_items} item: an item bootstrap needs two or more"
-        gamma["gamma"] = ValueCI(gamma["gamma"].value)
     drop_zero_width(intervals, no_interval)
-    drop_zero_width(gamma, no_interval)
+    gamma = {"gamma": percentile_ci(float(ELO_PER_LOGIT * estimate[-1]), ELO_PER_LOGIT * sample[:, -1], settings.confidence)}
+    gamma_reason: dict[str, str] = {}  # its own: a model may be named "gamma"
+    if n_items < 2:
+        gamma_reason["gamma"] = f"battles on {n_items} item: an item bootstrap needs two or more"
+        gamma["gamma"] = ValueCI(gamma["gamma"].value)
+    drop_zero_width(gamma, gamma_reason)
     return StyleControlled(
         ratings=intervals, gamma=gamma["gamma"], length_scale=scale, n_battles=int(points.size),
         n_undefined=n_undefined, settings=settings, no_interval=no_interval,
+        no_gamma_interval=gamma_reason.get("gamma", ""),
     )

@@ -86,7 +86,8 @@ def _member_json(member: MemberReport) -> dict[str, Any]:
             "elo": {m: _interval_json(controlled.ratings[m]) for m in controlled.ranking},
             "gamma_elo_per_rms_length_difference": _interval_json(controlled.gamma),
             "length_scale": controlled.length_scale, "battles": controlled.n_battles,
-            "undefined_resamples": controlled.n_undefined, "no_interval": dict(controlled.no_interval)},
+            "undefined_resamples": controlled.n_undefined, "no_interval": dict(controlled.no_interval),
+            "no_gamma_interval": controlled.no_gamma_interval},
     }
 
 
@@ -144,6 +145,8 @@ def _ranking_lines(member: MemberReport, confidence: float) -> list[str]:
                      f"difference is worth {_ci(controlled.gamma, 0)} Elo points (> 0: the longer caption wins).")
         lines += [f"No length-controlled interval for {_escape(name)}: {_escape(reason)}."
                   for name, reason in controlled.no_interval.items()]
+        if controlled.no_gamma_interval:
+            lines.append(f"No interval for the length difference's worth: {_escape(controlled.no_gamma_interval)}.")
     others = [f for f in member.dimensions[1:]]
     if others:
         lines += ["", "| dimension | ranking (Elo) |", "|---|---|"]

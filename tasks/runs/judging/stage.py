@@ -172,9 +172,11 @@ def _find_samples(run: Path, task: str) -> tuple[Path, Path]:
             found.append((results_path, samples))
     if not found:
         # Samples of other tasks mean the run was logged, for another task: say which, not --log_samples.
-        held = sorted({path.name.split("_samples_", 1)[1][:-len(".jsonl")] for results_path in candidates
-                       for path in samples_path(results_path, "*").parent.glob(samples_path(results_path, "*").name)})
-        advice = (f"it holds samples of {', '.join(map(repr, held))}: give --task with one of them" if held else
+        held: set[str] = set()
+        for results_path in candidates:
+            pattern = samples_path(results_path, "*")
+            held |= {path.name.split("_samples_", 1)[1][:-len(".jsonl")] for path in pattern.parent.glob(pattern.name)}
+        advice = (f"it holds samples of {', '.join(map(repr, sorted(held)))}: give --task with one of them" if held else
                   "run lmms-eval with --log_samples (and --predict_only to skip judging there)")
         raise JudgeStageError(
             f"{run}: no samples of task {task!r} (*_samples_{task}.jsonl beside a *{RESULTS_SUFFIX}); {advice}")

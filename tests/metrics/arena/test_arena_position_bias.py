@@ -222,8 +222,8 @@ def test_the_length_controlled_intervals_follow_the_raw_ratings_rules():
     controlled = style_controlled(verdict_battles(one_item, "judge"), words, ArenaSettings(n_resamples=200, seed=1))
     assert all(figure.ci_low is None and figure.ci_high is None for figure in controlled.ratings.values())
     assert controlled.gamma.ci_low is None
-    assert set(controlled.no_interval) == {"x", "y", "z", "gamma"}
-    assert controlled.no_interval["gamma"] == "battles on 1 item: an item bootstrap needs two or more"
+    assert set(controlled.no_interval) == {"x", "y", "z"}
+    assert controlled.no_gamma_interval == "battles on 1 item: an item bootstrap needs two or more"
     verdicts = _judge(_fair)
     words = {(f"item{k}", m): _words(k, m) for k in range(30) for m in MODELS}
     table = verdict_battles(verdicts, "fair", MODELS)
