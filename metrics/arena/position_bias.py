@@ -24,6 +24,7 @@ with a failed verdict is no battle.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -69,6 +70,9 @@ class PositionBias:
     n_primacy: int
     n_recency: int
     n_flipped: int
+    # "consistency" / "fairness" / "flipped" -> why that share has no interval (fewer than two items with a pair
+    # judged in both orders: an item bootstrap of one item resamples nothing)
+    no_interval: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
     @property
     def n_valid(self) -> int:
@@ -112,14 +116,24 @@ def position_bias(verdicts: Sequence[OrderedVerdicts], judge: str = "judge",
                                           positions in _RECENCY, positions in _FLIPPED]
     valid, consistent, primacy, recency, flipped = per_item.T
 
-    def interval(numerator: np.ndarray) -> ValueCI:
-        return ratio_ci(numerator, valid, settings.n_resamples, settings.seed, settings.confidence)
+    units = int((valid > 0).sum())
+    no_interval: dict[str, str] = {}
+
+    def interval(name: str, numerator: np.ndarray) -> ValueCI:
+        figure = ratio_ci(numerator, valid, settings.n_resamples, settings.seed, settings.confidence)
+        if figure.ci_low is None or figure.ci_high is None:
+            return figure  # none drawn: no resamples asked for, or no pair judged in both orders
+        if units >= 2:
+            return figure
+        no_interval[name] = f"pairs judged in both orders on {units} item: an item bootstrap needs two or more"
+        return ValueCI(figure.value)
 
     totals = per_item.sum(axis=0).astype(int)
     return PositionBias(
-        judge=judge, consistency=interval(consistent), fairness=interval(recency - primacy),
-        flipped=interval(flipped), n_pairs=len(verdicts), n_failed=len(verdicts) - int(totals[0]),
+        judge=judge, consistency=interval("consistency", consistent), fairness=interval("fairness", recency - primacy),
+        flipped=interval("flipped", flipped), n_pairs=len(verdicts), n_failed=len(verdicts) - int(totals[0]),
         n_consistent=int(totals[1]), n_primacy=int(totals[2]), n_recency=int(totals[3]), n_flipped=int(totals[4]),
+        no_interval=no_interval,
     )
 
 

@@ -59,7 +59,8 @@ def _bias_json(bias: PositionBias) -> dict[str, Any]:
     return {"pairs": bias.n_pairs, "pairs_with_a_failed_order": bias.n_failed, "consistent": bias.n_consistent,
             "primacy_preferred": bias.n_primacy, "recency_preferred": bias.n_recency, "order_flipped": bias.n_flipped,
             "position_consistency": _interval_json(bias.consistency),
-            "preference_fairness": _interval_json(bias.fairness), "order_flipped_share": _interval_json(bias.flipped)}
+            "preference_fairness": _interval_json(bias.fairness), "order_flipped_share": _interval_json(bias.flipped),
+            "no_interval": dict(bias.no_interval)}
 
 
 def _ratings_json(figures: DimensionFigures) -> dict[str, Any]:
@@ -104,6 +105,10 @@ def verdict_report_json(report: VerdictReport) -> dict[str, Any]:
     }
 
 
+_BIAS_FIGURES = {"consistency": "position consistency", "fairness": "preference fairness",
+                 "flipped": "order-flipped share"}
+
+
 def _bias_lines(member: MemberReport, confidence: float) -> list[str]:
     """The judge's position bias, a row per dimension (overall first). No row starts with the judge's name:
     the printed summary's rows do (`capjudge arena`'s own table, printed above the report)."""
@@ -114,7 +119,9 @@ def _bias_lines(member: MemberReport, confidence: float) -> list[str]:
         bias = figures.bias
         lines.append(f"| {_escape(figures.dimension)} | {bias.n_valid} | {bias.n_failed} | {_ci(bias.consistency, 2)} | "
                      f"{_ci(bias.fairness, 2)} | {_ci(bias.flipped, 2)} | {bias.inconsistent_ties} |")
-    return lines + [""]
+    notes = [f"No interval for {_escape(figures.dimension)} {_BIAS_FIGURES[name]}: {_escape(reason)}."
+             for figures in member.dimensions for name, reason in figures.bias.no_interval.items()]
+    return lines + ([""] + notes if notes else []) + [""]
 
 
 def _ranking_lines(member: MemberReport, confidence: float) -> list[str]:

@@ -234,3 +234,16 @@ def test_the_length_controlled_intervals_follow_the_raw_ratings_rules():
     for model in regularised:
         assert controlled.ratings[model].ci_low is None
         assert controlled.no_interval[model] == raw.no_interval[model]
+
+
+def test_a_share_from_pairs_on_one_item_has_no_interval_and_says_why():
+    """Found by an independent probe: '1.00 [1.00, 1.00]' from pairs on one item, beside a report that said one
+    item cannot be bootstrapped."""
+    one_item = [OrderedVerdicts("i1", "x", "y", "A", "B"), OrderedVerdicts("i1", "y", "z", "A", "A")]
+    bias = position_bias(one_item, "judge", ArenaSettings(n_resamples=200, seed=1))
+    assert all(figure.ci_low is None for figure in (bias.consistency, bias.fairness, bias.flipped))
+    assert bias.no_interval == dict.fromkeys(
+        ("consistency", "fairness", "flipped"), "pairs judged in both orders on 1 item: an item bootstrap needs two or more")
+    mixed = position_bias([OrderedVerdicts(item, a, b, ("A", "B")[k % 2], ("A", "A", "B")[k % 3])
+                           for k, (item, a, b) in enumerate(_pairs(25))], "mixed", ArenaSettings(n_resamples=200))
+    assert mixed.no_interval == {} and mixed.consistency.ci_low < mixed.consistency.ci_high  # real ones kept
