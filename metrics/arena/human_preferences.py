@@ -80,6 +80,7 @@ class Agreement:
     n_scored: int
     n_ties: int
     n_missing: int  # pairs with no verdict or no score
+    no_interval: str = ""  # why the agreements have no interval ("": they have one where resamples were drawn)
 
 
 def human_pairs(candidates: Sequence[VatexCandidate]) -> HumanPairs:
@@ -191,11 +192,16 @@ def _from_counts(pairs: HumanPairs, scorer: str, agree: np.ndarray, counted: np.
     clips = Clusters.of([p.clip for p in pairs.pairs])
     per_clip = [clips.sums(v) for v in (agree, counted, decided)]
 
+    # A clip bootstrap of the pairs of one clip resamples nothing: no interval is claimed from it, and it is said.
+    units = int((per_clip[1] > 0).sum())
+    no_interval = f"pairs of {units} clip: a clip bootstrap needs two or more" if units == 1 else ""
+
     def interval(denominator: np.ndarray) -> ValueCI:
-        return ratio_ci(per_clip[0], denominator, settings.n_resamples, settings.seed, settings.confidence)
+        figure = ratio_ci(per_clip[0], denominator, settings.n_resamples, settings.seed, settings.confidence)
+        return ValueCI(figure.value) if no_interval else figure
 
     return Agreement(scorer, interval(per_clip[1]), interval(per_clip[2]), n_pairs,
-                     int(round(float(counted.sum()))), ties, missing)
+                     int(round(float(counted.sum()))), ties, missing, no_interval)
 
 
 def agreement_table(rows: Sequence[Agreement], digits: int = 1) -> str:

@@ -190,6 +190,7 @@ def _row_lines(agreements: Sequence[Agreement]) -> list[str]:
         "  ".join(cell.ljust(width) for cell, width in zip(header, widths)).rstrip(),
         "  ".join("-" * width for width in widths),
         *("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows),
+        *(f"No interval for {r.scorer}: {r.no_interval}." for r in agreements if r.no_interval),
     ]
 
 

@@ -145,3 +145,14 @@ def test_the_pairs_per_clip_sampler_is_seeded_bounded_and_stable_under_subsets(v
     assert sample_pairs(pairs, 3, seed=6) != sampled
     half = HumanPairs(tuple(p for p in pairs.pairs if p.clip in set(sorted(per_clip)[:75])), 0, 0)
     assert sample_pairs(half, 3, seed=5).pairs == tuple(p for p in sampled.pairs if p.clip in set(sorted(per_clip)[:75]))
+
+
+def test_an_agreement_from_the_pairs_of_one_clip_has_no_interval_and_says_why():
+    # Found by an independent probe: '100.0 [100.0, 100.0]' from one pair of one clip, beside the real rows.
+    verdicts = {("c1", 0, 1): "A"}  # c1's first pair only: the others are missing
+    found = verdict_agreement(human_pairs(HAND), verdicts, "pairwise judge", ArenaSettings(n_resamples=200, seed=1))
+    assert found.with_ties.value == 1.0 and found.with_ties.ci_low is None and found.without_ties.ci_low is None
+    assert found.no_interval == "pairs of 1 clip: a clip bootstrap needs two or more"
+    both = verdict_agreement(human_pairs(HAND), {("c1", 0, 1): "A", ("c2", 0, 1): "B", ("c2", 0, 2): "A"},
+                             "pairwise judge", ArenaSettings(n_resamples=200, seed=1))
+    assert both.no_interval == "" and both.with_ties.ci_low is not None  # two clips: an interval, as before
