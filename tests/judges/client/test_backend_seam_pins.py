@@ -1,6 +1,8 @@
 """Persisted formats pinned across the backend seam (issue 48): the values below were computed on the snapshot
 before `capjudge.judges.client.backends` existed. A cache key, a budget folder name, an endpoint label or a
-redaction that changes here orphans every cache and budget folder users already have."""
+redaction that changes here orphans every cache and budget folder users already have. (The redaction lists
+have since gained each credential's hex forms, every earlier entry kept: a server echoing the key as hex bytes
+got it onto disk.)"""
 
 from __future__ import annotations
 
@@ -30,7 +32,9 @@ PINNED = {'openai': {'api_type': 'openai',
             'endpoint_identity': 'https://api.openai.com:443/v1',
             'budget_folder': 'budget-7bc96a0e30a63c0d',
             'asks_for_identity': False,
-            'redactions': [('c2stdGVzdC0wMTIzNDU2Nzg5YWJjZGVmZ2hpag', '[REDACTED]'),
+            'redactions': [('736B2D746573742D303132333435363738396162636465666768696A', '[REDACTED]'),
+                           ('736b2d746573742d303132333435363738396162636465666768696a', '[REDACTED]'),
+                           ('c2stdGVzdC0wMTIzNDU2Nzg5YWJjZGVmZ2hpag', '[REDACTED]'),
                            ('sk-test-0123456789abcdefghij', '[REDACTED]'),
                            ('sk-test-0123456789abcdefghij', '[REDACTED]')],
             'cache_key': 'a21473f213c11aa37a3a508093fe7ea16cba6096602910c60e50e07730fdfb08'},
@@ -43,7 +47,13 @@ PINNED = {'openai': {'api_type': 'openai',
                 'endpoint_identity': 'https://vllm.example.org:8443/v1/chat/completions',
                 'budget_folder': 'budget-9437f875e7aeef27',
                 'asks_for_identity': True,
-                'redactions': [('Basic dXNlcjpwdzEyMzQ1Njc4', 'Basic [REDACTED]'),
+                'redactions': [('61626364656631323334353637383930', '[REDACTED]'),
+                               ('64584E6C636A7077647A45794D7A51314E6A6334', '[REDACTED]'),
+                               ('64584e6c636a7077647a45794d7a51314e6a6334', '[REDACTED]'),
+                               ('70773132333435363738', '[REDACTED]'),
+                               ('757365723A70773132333435363738', '[REDACTED]'),
+                               ('757365723a70773132333435363738', '[REDACTED]'),
+                               ('Basic dXNlcjpwdzEyMzQ1Njc4', 'Basic [REDACTED]'),
                                ('YWJjZGVmMTIzNDU2Nzg5MA', '[REDACTED]'),
                                ('abcdef1234567890', '[REDACTED]'),
                                ('abcdef1234567890', '[REDACTED]'),
@@ -78,6 +88,7 @@ PINNED = {'openai': {'api_type': 'openai',
            'asks_for_identity': False,
            'redactions': [('0123456789abcdef0123456789abcdef', '[REDACTED]'),
                           ('0123456789abcdef0123456789abcdef', '[REDACTED]'),
+                          ('3031323334353637383961626364656630313233343536373839616263646566', '[REDACTED]'),
                           ('MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY', '[REDACTED]')],
            'cache_key': '6544fe0627df2dda1ad6bc249cab2232a691c3e38a6202277338646d5581f86a'}}
 
