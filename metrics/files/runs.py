@@ -201,6 +201,13 @@ def samples_path(results_path: Path, task: str) -> Path:
     return results_path.parent / f"{_date_id(results_path)}_samples_{task}.jsonl"
 
 
+def sampled_tasks(results_path: Path) -> list[str]:
+    """The tasks whose samples lie beside `results_path` (the `samples_path` files there), sorted."""
+    prefix = f"{_date_id(results_path)}_samples_"
+    return sorted(path.name[len(prefix):-len(".jsonl")] for path in results_path.parent.glob(f"{prefix}*.jsonl")
+                  if path.name.startswith(prefix) and path.is_file())
+
+
 def _date_id(results_path: Path) -> str:
     name = results_path.name
     return name[: -len(RESULTS_SUFFIX)] if name.endswith(RESULTS_SUFFIX) else results_path.stem

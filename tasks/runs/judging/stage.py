@@ -159,7 +159,7 @@ def run_folder_name(name: str) -> str:
 
 def _find_samples(run: Path, task: str) -> tuple[Path, Path]:
     from capjudge.metrics.files.run_file_error import RunFileError
-    from capjudge.metrics.files.runs import RESULTS_SUFFIX, find_results_files, samples_path
+    from capjudge.metrics.files.runs import RESULTS_SUFFIX, find_results_files, sampled_tasks, samples_path
 
     try:
         candidates = find_results_files(run)
@@ -172,11 +172,8 @@ def _find_samples(run: Path, task: str) -> tuple[Path, Path]:
             found.append((results_path, samples))
     if not found:
         # Samples of other tasks mean the run was logged, for another task: say which, not --log_samples.
-        held: set[str] = set()
-        for results_path in candidates:
-            pattern = samples_path(results_path, "*")
-            held |= {path.name.split("_samples_", 1)[1][:-len(".jsonl")] for path in pattern.parent.glob(pattern.name)}
-        advice = (f"it holds samples of {', '.join(map(repr, sorted(held)))}: give --task with one of them" if held else
+        held = sorted({task for results_path in candidates for task in sampled_tasks(results_path)})
+        advice = (f"it holds samples of {', '.join(map(repr, held))}: give --task with one of them" if held else
                   "run lmms-eval with --log_samples (and --predict_only to skip judging there)")
         raise JudgeStageError(
             f"{run}: no samples of task {task!r} (*_samples_{task}.jsonl beside a *{RESULTS_SUFFIX}); {advice}")
