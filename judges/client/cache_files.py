@@ -141,14 +141,15 @@ def check_cache_file(path: Path, name: str | None = None) -> None:
 def open_cache_read_only(path: Path, name: str) -> sqlite3.Connection | None:
     """A read-only connection to the reply cache at `path`, for a dry run that only looks replies up; None when
     there is no file, or a file with no replies table yet (nothing is cached). Never creates, converts or writes
-    it; a file that is not a usable cache is the same CacheError a run gives when it opens it."""
+    it (closing it folds SQLite's write-ahead log into it, as closing any connection does, and leaves no -wal or
+    -shm file: `_opened_for_reading`); a file that is not a usable cache is the same CacheError a run gives."""
     path = Path(path)
     if path.is_dir():
         raise CacheError(f"{name} is a folder, not a file: use a file path, e.g. {path / 'judge_cache.sqlite'}")
     if not path.exists():
         return None
     try:
-        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=60.0)
+        conn = _opened_for_reading(path)
     except sqlite3.Error as error:
         raise CacheError(f"{name} cannot be opened: {error}") from None
     empty = _once_a_cache(conn, path, name, lambda checked: checked.execute(
@@ -192,6 +193,29 @@ _open_connections_lock = threading.Lock()
 def _opened(path: Path) -> sqlite3.Connection:
     conn = sqlite3.connect(path, timeout=60.0, isolation_level=None, factory=_CacheConnection,
                            check_same_thread=False)
+    with _open_connections_lock:
+        _open_connections.add(conn)
+    return conn
+
+
+def _opened_for_reading(path: Path) -> sqlite3.Connection:
+    """A connection that cannot change the cache, and leaves no -wal or -shm file behind when it closes.
+
+    A WAL file's reader needs the -wal and -shm files, and SQLite makes them when they are missing; a `mode=ro`
+    connection may not checkpoint, so it never removes them again (`capjudge sensitivity --dry-run` left both
+    beside the cache). So a file this user may write is opened read-write but `query_only` (SQLite refuses any
+    statement that writes): closing it as the last connection folds the log in and removes both files, under
+    SQLite's own locks, so a writer in another process keeps its files. `mode=rw` never creates a missing file.
+    A file this user cannot write is opened `mode=ro`, as before (SQLite cannot tidy up after it there either).
+    Registered like a run's connections, so one left open is closed at exit too."""
+    writable = os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)
+    conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode={'rw' if writable else 'ro'}", uri=True, timeout=60.0,
+                           factory=_CacheConnection, check_same_thread=False)
+    try:
+        conn.execute("PRAGMA query_only=ON")
+    except sqlite3.Error:
+        conn.close()
+        raise
     with _open_connections_lock:
         _open_connections.add(conn)
     return conn
