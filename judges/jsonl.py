@@ -91,8 +91,18 @@ class DuplicateKey(ValueError):
                 "copy and drop the others silently)")
 
 
+BOM = "\ufeff"
+# JSON text may not begin with one (RFC 8259, 8.1), and Python's own words for it ("Unexpected UTF-8 BOM (decode
+# using utf-8-sig)") name no fix a user can make. An editor on Windows adds one when it saves a file "as UTF-8".
+BOM_PROBLEM = ("it starts with a UTF-8 byte order mark (BOM), which JSON may not begin with: save the file as UTF-8 "
+               "without a BOM")
+
+
 def decode_json(text: str, unique_keys: bool = True) -> Any:
-    """json.loads, refusing a key twice in one object when `unique_keys` (raises DuplicateKey, a ValueError)."""
+    """json.loads, refusing a key twice in one object when `unique_keys` (raises DuplicateKey, a ValueError), and
+    text that starts with a byte order mark with a JSONDecodeError that says so (`BOM_PROBLEM`)."""
+    if text.startswith(BOM):
+        raise json.JSONDecodeError(BOM_PROBLEM, text, 0)
     if not unique_keys:
         return json.loads(text)
     # The hook sees every object's (key, value) pairs before they collapse into a dict. Inner objects are
@@ -116,6 +126,18 @@ def decode_json(text: str, unique_keys: bool = True) -> Any:
         key, at = duplicates[0]
         raise DuplicateKey(key, nested=at != built or not isinstance(value, dict))
     return value
+
+
+def decode_problem(error: BaseException, where: str) -> str:
+    """What stopped `decode_json`, for a one-line message: the key given twice (`where`: "in the header"), the
+    byte order mark, or JSON's own words."""
+    if isinstance(error, DuplicateKey):
+        return error.describe("key", where)
+    if isinstance(error, json.JSONDecodeError):
+        return error.msg if error.msg == BOM_PROBLEM else f"not JSON ({error.msg}, column {error.colno})"
+    if isinstance(error, RecursionError):
+        return "not JSON that can be read (nested too deeply)"
+    return f"not JSON that can be read ({error})"
 
 
 def has_lone_surrogate(value: Any) -> bool:

@@ -155,19 +155,22 @@ def arena_file_text(task: str, judge: str, command: str, records: Sequence[PairR
 
 def read_arena_file(path: Path) -> tuple[ArenaHeader, tuple[PairRecord, ...]]:
     """The header and records of an arena verdict file, every field checked; an ArenaFileError otherwise."""
-    from capjudge.judges.jsonl import DuplicateKey, decode_json, has_lone_surrogate, json_lines, read_text
+    from capjudge.judges.jsonl import (
+        DuplicateKey, decode_json, decode_problem, has_lone_surrogate, json_lines, read_text)
 
     try:
         text = read_text(path, ArenaFileError, f"arena file {path}")
     except OSError as error:
         raise ArenaFileError(f"arena file {path}: cannot be read ({error})") from None
     first, _, body = text.partition("\n")
+    not_header = f"arena file {path}: line 1 is not a capjudge arena header ({SCHEMA})"
     try:
         header = decode_json(first)
-    except (DuplicateKey, ValueError, RecursionError):
-        header = None
+    except (DuplicateKey, ValueError, RecursionError) as error:
+        # Why, when the line cannot be read: a key given twice, or a byte order mark an editor put before it.
+        raise ArenaFileError(f"{not_header}: {decode_problem(error, 'in the header')}") from None
     if not isinstance(header, dict) or header.get(HEADER_KEY) != SCHEMA or has_lone_surrogate(header):
-        raise ArenaFileError(f"arena file {path}: line 1 is not a capjudge arena header ({SCHEMA})")
+        raise ArenaFileError(not_header)
     fields = {name: header.get(name) for name in ("task", "judge", "command", "stamp", "records_sha256")}
     if not all(isinstance(value, str) for value in fields.values()) or not _count(header.get("records")):
         raise ArenaFileError(f"arena file {path}: line 1: the header's fields are not all there")
@@ -249,7 +252,9 @@ def _record(path: Path, number: int, line: str) -> PairRecord:
             raise TypeError("length's values must be counts of words, true/false or null")
         orders = [_order(document[name], dimensions) for name in ("a_first", "b_first")]
     except (DuplicateKey, ValueError, RecursionError, KeyError, TypeError) as error:
-        raise ArenaFileError(f"{where}: not an arena record ({error})") from None
+        # A key given twice is named with what is wrong with it (its bare name said nothing); the rest as before.
+        problem = error.describe("key", "in the record") if isinstance(error, DuplicateKey) else error
+        raise ArenaFileError(f"{where}: not an arena record ({problem})") from None
     return PairRecord(**{name: document[name] for name in texts}, dimensions=dimensions, a_first=orders[0],
                       b_first=orders[1], length=document["length"])
 
