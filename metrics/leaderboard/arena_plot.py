@@ -1,7 +1,7 @@
 """The arena's figure per task, leaderboard_arena_<task>.png: each model's Elo rating with its interval, best
 first (`capjudge.metrics.leaderboard.arena_column` computes them). Written beside the leaderboard's other
-files and linked from leaderboard.md and leaderboard.html (not inlined: the page already shows the same
-numbers in the arena's table)."""
+files, linked from leaderboard.md and inline in leaderboard.html (a data: URI, as the page's other figures: the
+page is one self-contained file)."""
 
 from __future__ import annotations
 

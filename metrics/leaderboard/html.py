@@ -11,21 +11,26 @@ each item naming its two models in `data-first`/`data-second`) and their agreeme
 own box. A task with length-controlled scores shows its plot (`capjudge.metrics.leaderboard.length_plot`, the
 same PNG as the file written beside the page, inline) in `figure.length-plot` right beside its main table
 (under it when the screen is too narrow for both); a task that could have one but has none says why
-(`p.no-length-plot`). A figure outside its score's scale carries `span.out-of-scale` (⚠, its reason as the
-title) and is named again in the section's `p.note.out-of-scale`.
+(`p.no-length-plot`). A task with an arena shows its ratings plot (`capjudge.metrics.leaderboard.arena_plot`, the
+same PNG as leaderboard_arena_<task>.png beside the page, inline) in `figure.arena-figure`: every image of the
+page is a data: URI, so the page moved or mailed alone shows all of them. A figure outside its score's scale
+carries `span.out-of-scale` (⚠, its reason as the title) and is named again in the section's
+`p.note.out-of-scale`.
 """
 
 from __future__ import annotations
 
 import base64
 import html
+import re
 from collections.abc import Mapping
 from functools import cache
 from importlib.resources import files
 from string import Template
 
 from capjudge.metrics.leaderboard.table import Leaderboard, LeaderboardRow
-from capjudge.metrics.leaderboard.arena_section import arena_html, arena_section
+from capjudge.metrics.leaderboard.arena_plot import render_arena_pngs
+from capjudge.metrics.leaderboard.arena_section import ArenaSection, arena_html, arena_section
 from capjudge.metrics.leaderboard.cells import OUT_OF_SCALE_MARK
 from capjudge.metrics.leaderboard.layout import Cell, DisplayColumn, PanelSection, TaskSection, legend, task_sections
 from capjudge.metrics.leaderboard.length_plot import (
@@ -36,17 +41,23 @@ from capjudge.metrics.leaderboard.length_plot import (
     render_length_pngs,
 )
 
+# arena_html links the arena's figure as a file beside the page, in a line of its own (`p.arena-figure`); this
+# page inlines it instead. No data can start a line with this markup: every text in arena_html is escaped.
+_ARENA_FIGURE_LINK = re.compile(r'^<p class="arena-figure">.*</p>$', re.MULTILINE)
+
 
 @cache
 def _template(name: str) -> str:
     return (files("capjudge.metrics") / "templates" / name).read_text(encoding="utf-8")
 
 
-def render_html(board: Leaderboard, png: bytes, length_pngs: Mapping[str, bytes] | None = None) -> str:
-    """The page, with `png` as its chart and `length_pngs` (file name -> PNG, as `render_length_pngs` makes
-    them; made here when not given) beside the tables of their tasks."""
+def render_html(board: Leaderboard, png: bytes, length_pngs: Mapping[str, bytes] | None = None,
+                arena_pngs: Mapping[str, bytes] | None = None) -> str:
+    """The page, with `png` as its chart and `length_pngs` and `arena_pngs` (file name -> PNG, as
+    `render_length_pngs` and `render_arena_pngs` make them; made here when not given) in their tasks' parts."""
     escape = html.escape
     pngs = render_length_pngs(board) if length_pngs is None else length_pngs
+    arena_figures = render_arena_pngs(board) if arena_pngs is None else arena_pngs
     plots = length_plots(board)
     warnings = ""
     if board.warnings:
@@ -57,7 +68,7 @@ def render_html(board: Leaderboard, png: bytes, length_pngs: Mapping[str, bytes]
         script=_template("leaderboard.js"),
         warnings=warnings,
         sections="\n".join(_section(section, _length_plot(plots.get(section.task), pngs),
-                                    missing_plot_note(board, section.task), _arena(board, section.task))
+                                    missing_plot_note(board, section.task), _arena(board, section.task, arena_figures))
                             for section in task_sections(board)),
         usage=_usage(board),
         method=escape(legend(board)),
@@ -76,10 +87,24 @@ def _length_plot(plot: LengthPlot | None, pngs: Mapping[str, bytes]) -> str:
             f'<figcaption>{escape(plot_caption(plot))}</figcaption></figure>')
 
 
-def _arena(board: Leaderboard, task: str) -> str:
-    """The task's arena part (`div.arena`, arena_section), or '' when the board has none for it."""
+def _arena(board: Leaderboard, task: str, pngs: Mapping[str, bytes]) -> str:
+    """The task's arena part (`div.arena`, arena_section) with its figure inline, or '' when the board has none
+    for it."""
     arena = arena_section(board, task)
-    return "" if arena is None else arena_html(arena, lambda columns, kind: _table(columns, arena.rows, task, kind))
+    if arena is None:
+        return ""
+    markup = arena_html(arena, lambda columns, kind: _table(columns, arena.rows, task, kind))
+    if arena.reason or arena.figure not in pngs:
+        return markup
+    return _ARENA_FIGURE_LINK.sub(lambda _: _arena_figure(arena, pngs[arena.figure]), markup, count=1)
+
+
+def _arena_figure(arena: ArenaSection, png: bytes) -> str:
+    escape = html.escape
+    alt = f"{arena.task}: each model's arena rating (Elo) with its interval, best first"
+    data = base64.b64encode(png).decode("ascii")
+    return (f'<figure class="arena-figure" id="arena-plot-{escape(arena.task)}">'
+            f'<img alt="{escape(alt)}" src="data:image/png;base64,{data}"></figure>')
 
 
 def _section(section: TaskSection, length_plot: str, missing_plot: str, arena: str = "") -> str:

@@ -18,7 +18,7 @@ and `\\` are escaped and control characters (a newline) are shown as their Unico
 never breaks a table or a line or becomes markup; in leaderboard.csv a text cell that
 starts with `=`, `+`, `-`, `@`, a tab or a carriage return (which a spreadsheet would run as a formula) or with
 `'` gets one more `'` in front (drop a leading `'` to get the exact text; numbers are written as numbers).
-Every file is written whole or not at all (`capjudge.metrics.files.outputs`).
+Every name is checked before any file is written (`capjudge.judges.output_paths`), each written whole or not at all.
 """
 
 from __future__ import annotations
@@ -28,11 +28,12 @@ import io
 import math
 import re
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from capjudge.judges.atomic_files import discard, publish_replacing, stage, write_replacing
+from capjudge.judges.output_paths import check_output_paths, output_problem
 from capjudge.judges.client.panel import (
     ALPHA_METRIC as PANEL_ALPHA,
     KENDALL_METRIC as PANEL_KENDALL,
@@ -49,6 +50,7 @@ from capjudge.metrics.statistics.value_ci import ValueCI
 from capjudge.metrics.leaderboard.chart import render_chart_png
 from capjudge.metrics.leaderboard.html import render_html
 from capjudge.metrics.files.model_names import cut_names
+from capjudge.metrics.files.outputs import OutputError, writable_folder
 from capjudge.metrics.leaderboard.length_plot import (
     FILE_PREFIX as LENGTH_PLOT_PREFIX,
     LengthPlot,
@@ -75,6 +77,7 @@ _FORMULA_START = ("=", "+", "-", "@", "\t", "\r", "'")
 _MARKUP = re.compile(r"<(?=[A-Za-z/!?])|&(?=#?\w+;)")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _CI_ENDS = ("", "_ci_low", "_ci_high")  # a panel figure and its interval's ends, as a panel run names them
+FILE_NAMES = ("leaderboard.md", "leaderboard.csv", "leaderboard.html", "leaderboard.png")  # LeaderboardFiles' order
 _PART_SUFFIX = dict(zip(("value", "ci_low", "ci_high"), _CI_ENDS))  # a ValueCI's part -> its CSV column suffix
 
 __all__ = ["LeaderboardFiles", "render_chart_png", "render_html", "render_markdown", "write_csv", "write_leaderboard"]
@@ -90,23 +93,29 @@ class LeaderboardFiles:
     arena_plots: tuple[Path, ...] = ()  # leaderboard_arena_<task>.png, one per task with an arena
 
 
-def write_leaderboard(board: Leaderboard, out_dir: Path) -> LeaderboardFiles:
-    """Write the four files and each task's length-controlled plot into `out_dir` (made if missing): each is
-    rendered and written to a temporary file first, and only when all are complete are they moved into place.
-    A length plot an earlier leaderboard left in `out_dir` that this board does not draw (length control
-    turned off, a task gone) is removed, so the folder never shows a plot its pages do not."""
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+def check_leaderboard_names(out_dir: Path, flag: str = "--out", plots: Iterable[str] = ()) -> None:
+    """The four files' names and `plots` in `out_dir` free or plain files (`check_output_paths`): the command
+    checks the four before it builds the board, `write_leaderboard` all of them before it writes any."""
+    check_output_paths(((out_dir / name, None) for name in (*FILE_NAMES, *plots)), error=OutputError, flag=flag)
+
+
+def write_leaderboard(board: Leaderboard, out_dir: Path | str, *, flag: str = "out_dir") -> LeaderboardFiles:
+    """Write the four files and each task's length and arena plots into `out_dir` (made if missing). Every name is
+    checked first: an empty `out_dir`, a file there, a folder or link under a file's name is one OutputError naming
+    it and `flag`, and nothing is written. All files are written to temporary files, then moved into place. A plot
+    an earlier board left that this one does not draw (a task gone) is removed: the folder shows no stale plot."""
+    if isinstance(out_dir, str) and not out_dir.strip():  # Path("") is ".": the folder the caller happens to be in
+        raise OutputError(f"{flag} {out_dir!r}: empty: name a folder ('.' for the current one)")
+    out_dir = writable_folder(Path(out_dir), flag)
     length_pngs, arena_pngs = render_length_pngs(board), render_arena_pngs(board)
-    files = LeaderboardFiles(
-        out_dir / "leaderboard.md", out_dir / "leaderboard.csv", out_dir / "leaderboard.html", out_dir / "leaderboard.png",
-        tuple(out_dir / name for name in length_pngs), tuple(out_dir / name for name in arena_pngs),
-    )
+    check_leaderboard_names(out_dir, flag, (*length_pngs, *arena_pngs))
+    files = LeaderboardFiles(*(out_dir / name for name in FILE_NAMES), tuple(out_dir / name for name in length_pngs),
+                             tuple(out_dir / name for name in arena_pngs))
     png = render_chart_png(board)
     staged: dict[Path, Path] = {}
     contents = [(files.png, png), *((out_dir / name, plot) for name, plot in {**length_pngs, **arena_pngs}.items()),
                 (files.markdown, render_markdown(board)), (files.csv, render_csv(board)),
-                (files.html, render_html(board, png, length_pngs))]
+                (files.html, render_html(board, png, length_pngs, arena_pngs))]
     try:
         for path, content in contents:
             staged[path] = stage(path, [content])
@@ -116,7 +125,7 @@ def write_leaderboard(board: Leaderboard, out_dir: Path) -> LeaderboardFiles:
         discard(*staged.values())
     for prefix, drawn in ((LENGTH_PLOT_PREFIX, files.length_plots), (ARENA_PLOT_PREFIX, files.arena_plots)):
         for left in out_dir.glob(f"{prefix}*.png"):
-            if left not in drawn:
+            if left not in drawn and output_problem(left) is None:  # a folder or link there is not our plot
                 left.unlink(missing_ok=True)
     return files
 

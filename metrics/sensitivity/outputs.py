@@ -7,7 +7,8 @@ command and every item's id and original caption. A rerun of the same command on
 same judge (how a run with unjudged captions is completed, all else from the cache) replaces its own files;
 another run's (other captions, flags or judge), or a file that is no sensitivity output at all (a leaderboard's
 page, a user's file), is never replaced without saying so. The JSON's stamp is computed from its fields, the
-page carries it as the first key of its data, the plot as a PNG text chunk.
+page carries it as the first key of its data, the plot as a PNG text chunk. The check itself is every writer's
+(`capjudge.judges.output_paths`); this module says how a sensitivity output tells whose it is.
 """
 
 from __future__ import annotations
@@ -16,10 +17,10 @@ import hashlib
 import json
 import re
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from capjudge.judges.output_paths import Found, check_output_paths
 from capjudge.metrics.files.outputs import OutputError
 
 STAMP_KEY = "run"  # the page data's first key, and the plot's PNG text chunk ("capjudge-run")
@@ -35,15 +36,6 @@ def run_stamp(task: str, judge: str, command: str, originals: Iterable[tuple[str
     """The stamp of a run: task, judge, command and (item id, original caption) of every item, in order."""
     canonical = json.dumps([task, judge, command, [list(pair) for pair in originals]], ensure_ascii=True)
     return hashlib.sha256(canonical.encode("ascii")).hexdigest()
-
-
-@dataclass(frozen=True)
-class Found:
-    """Who wrote an existing file, as far as it says: its run's stamp (None: no sensitivity output of capjudge's)
-    and a few words naming it for the message."""
-
-    stamp: str | None
-    described: str
 
 
 def report_found(path: Path) -> Found:
@@ -92,24 +84,8 @@ def plot_found(path: Path) -> Found:
 
 def check_outputs(outputs: Iterable[tuple[Path, Callable[[Path], Found]]], stamp: str, flag: str = "--out") -> None:
     """Every (path, reader) may be written by the run stamped `stamp`: free, or holding that run's own file.
-    Otherwise one OutputError naming the file, what holds it and `flag`."""
-    for path, found in outputs:
-        problem = _taken(path, found, stamp)
-        if problem is not None:
-            raise OutputError(f"{path}: {problem}; give another {flag} (or move it away) so that nothing is replaced")
-
-
-def _taken(path: Path, found: Callable[[Path], Found], stamp: str) -> str | None:
-    if path.is_symlink():
-        return "is a symbolic link, where capjudge would write a file of its own"
-    if not path.exists():
-        return None
-    if not path.is_file():
-        return "is a folder (or another non-file), where capjudge would write a file of its own"
-    existing = found(path)
-    if existing.stamp == stamp:
-        return None
-    return f"already holds {existing.described}, which this run would replace"
+    Otherwise one OutputError naming the file, what holds it and `flag` (`check_output_paths`)."""
+    check_output_paths(outputs, error=OutputError, stamp=stamp, flag=flag)
 
 
 def _short(text: Any) -> str:

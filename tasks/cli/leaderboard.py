@@ -62,13 +62,14 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from capjudge.metrics.leaderboard.board import LeaderboardSettings, build_leaderboard
-    from capjudge.metrics.leaderboard.render import write_leaderboard
+    from capjudge.metrics.leaderboard.render import check_leaderboard_names, write_leaderboard
     from capjudge.metrics.files.outputs import OutputError, writable_folder
     from capjudge.metrics.files.run_file_error import RunFileError
     from capjudge.metrics.files.runs import read_runs
 
     try:
-        writable_folder(Path(args.out))  # before the runs are read and the statistics made
+        # Before the runs are read and the statistics made: the folder, and the four names every board writes.
+        check_leaderboard_names(writable_folder(Path(args.out)))
         settings = LeaderboardSettings(
             n_resamples=args.resamples, n_permutations=args.permutations, seed=args.seed,
             confidence=args.confidence, alpha=args.alpha, length_control=args.length_control, arena=args.arena,
@@ -79,9 +80,13 @@ def run(args: argparse.Namespace) -> int:
     except (RunFileError, OutputError, ValueError) as error:
         print(f"capjudge leaderboard: {error}", file=sys.stderr)
         return 2
+    try:  # the plots' names are known from the board only; all are checked again before any is written
+        files = write_leaderboard(board, Path(args.out), flag="--out")
+    except OutputError as error:  # the one line, without the board's warnings: nothing was written
+        print(f"capjudge leaderboard: {error}", file=sys.stderr)
+        return 2
     for warning in board.warnings:
         print(f"warning: {warning}", file=sys.stderr)
-    files = write_leaderboard(board, Path(args.out))
     if args.format == "json":
         import json
 

@@ -57,8 +57,9 @@ def register(groups: Any) -> None:
 
 
 def handle_report(args: argparse.Namespace) -> int:
+    from capjudge.judges.output_paths import check_output_paths
     from capjudge.metrics.item_report.page import write_page
-    from capjudge.metrics.item_report.report import ReportError, build_item_report
+    from capjudge.metrics.item_report.report import PAGE_NAME, ReportError, build_item_report
     from capjudge.metrics.files.outputs import OutputError, writable_folder
 
     if args.arena is not None:
@@ -68,8 +69,8 @@ def handle_report(args: argparse.Namespace) -> int:
     if args.videos is not None and not args.videos.is_dir():
         print(f"capjudge report: --videos {args.videos}: no such folder", file=sys.stderr)
         return EXIT_DATA_ERROR
-    try:
-        writable_folder(args.out)
+    try:  # a folder or link under report.html: one line now, not a traceback after the frames were written
+        check_output_paths([(writable_folder(args.out) / PAGE_NAME, None)], error=OutputError)
     except OutputError as error:
         print(f"capjudge report: {error}", file=sys.stderr)
         return EXIT_USAGE

@@ -2,11 +2,13 @@
 lmms-eval runs of the demo task judged by the test server (tests/metrics/arena/test_arena_runs.py's fixture): the column
 "arena (Elo, 95% CI)" in the main table of leaderboard.md, .csv and .html equal to a logistic regression fitted
 here on the samples files, the arena's own part (win rates counted here, order changes, method, the linked
-PNG), `--format json`, `--no-arena`, the page in real headless Chromium, and the tasks no arena can be made for
+PNG), `--format json`, `--no-arena`, the page in real headless Chromium (also copied alone to another folder: every
+figure inline), output names refused before anything is written, and the tasks no arena can be made for
 (one model; two runs of disjoint items) given one line while the rest of the leaderboard stands."""
 
 from __future__ import annotations
 
+import base64
 import csv
 import io
 import json
@@ -155,13 +157,58 @@ def test_the_page_shows_the_arena_in_a_real_browser(runs_folder, expected, tmp_p
     assert arena.count() == 1 and arena.locator("h3").inner_text() == "Arena"
     assert arena.locator("table.arena tbody tr").count() == 3 and arena.locator("table.arena-wins tbody tr").count() == 3
     assert arena.locator("table.arena tbody td.model").all_inner_texts() == by_rating
-    link = arena.locator("a.arena-figure")
-    assert link.get_attribute("href") == PLOT and (out / link.get_attribute("href")).is_file()
+    # The figure is the file written beside the page, inline (issue #60 item 8: it was a link to that file).
+    figure = arena.locator("figure.arena-figure img")
+    source = figure.get_attribute("src")
+    assert figure.count() == 1 and source.startswith("data:image/png;base64,")
+    assert base64.b64decode(source.split(",", 1)[1]) == (out / PLOT).read_bytes()
+    assert figure.evaluate("image => image.naturalWidth") > 0
     changes = arena.locator("ul.arena-order li")
     assert {(changes.nth(k).get_attribute("data-above-by-mean"), changes.nth(k).get_attribute("data-above-by-rating"))
             for k in range(changes.count())} == expected["differs"]
     assert "Bradley-Terry" in arena.locator("p.arena-method").inner_text()
     assert visit.screenshot(tmp_path / "arena.png").read_bytes().startswith(b"\x89PNG")
+
+
+def test_the_page_copied_alone_shows_every_figure(runs_folder, tmp_path, capsys, open_page):  # noqa: F811
+    """Issue #60 item 8: the page moved (or mailed) without the PNGs beside it still shows every image."""
+    out = tmp_path / "board"
+    assert _leaderboard(capsys, out, str(runs_folder))[0] == 0
+    alone = tmp_path / "elsewhere" / "leaderboard.html"
+    alone.parent.mkdir()
+    shutil.copy(out / "leaderboard.html", alone)
+    visit = open_page(alone)
+    images = visit.page.locator("img")
+    # The chart, the task's length-controlled plot and its arena's figure, each decoded to a picture.
+    assert images.count() == 3 and visit.broken_images() == []
+    assert all(width > 0 for width in images.evaluate_all("all => all.map(image => image.naturalWidth)"))
+    # Nothing asked for but the page itself and inline data: no file beside it, nothing off the machine.
+    assert [url for url in visit.requests if not url.startswith("data:") and url != alone.resolve().as_uri()] == []
+
+
+def _listing(folder: Path) -> dict[str, str]:
+    return {str(path.relative_to(folder)): "link" if path.is_symlink() else "folder" if path.is_dir()
+            else path.read_bytes().hex()[:64] for path in sorted(folder.rglob("*"))}
+
+
+def test_a_name_taken_under_the_out_folder_is_one_line_and_nothing_is_written(runs_folder, tmp_path, capsys):  # noqa: F811
+    """Issue #60 item 7: a folder under the arena plot's name (known once the board is built) and a symbolic
+    link under leaderboard.csv are each one line and exit 2, with nothing written; the link is kept."""
+    out, mine = tmp_path / "board", tmp_path / "mine.csv"
+    (out / PLOT).mkdir(parents=True)
+    before = _listing(out)
+    code, printed, err = _leaderboard(capsys, out, str(runs_folder))
+    assert (code, printed) == (2, "") and _listing(out) == before
+    assert err.splitlines() == [f"capjudge leaderboard: {out / PLOT}: is a folder (or another non-file), where capjudge "
+                                "would write a file of its own; give another --out (or move it away) so that nothing "
+                                "is replaced"]
+    (out / PLOT).rmdir()
+    mine.write_text("the user's own table\n", encoding="utf-8")
+    (out / "leaderboard.csv").symlink_to(mine)
+    code, printed, err = _leaderboard(capsys, out, str(runs_folder))
+    assert (code, printed) == (2, "") and _listing(out) == {"leaderboard.csv": "link"}
+    assert len(err.splitlines()) == 1 and f"{out / 'leaderboard.csv'}: is a symbolic link" in err
+    assert mine.read_text(encoding="utf-8") == "the user's own table\n"
 
 
 def test_one_model_gets_one_line_and_an_intact_leaderboard(runs_folder, tmp_path, capsys):  # noqa: F811

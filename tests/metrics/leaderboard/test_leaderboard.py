@@ -374,12 +374,14 @@ def test_html_page_has_no_external_resources(runs, tmp_path, capsys):
     assert "link" not in audit.tags and "iframe" not in audit.tags
     assert audit.script_sources == [] and audit.tags.count("script") == 1
     assert "@import" not in page and "url(" not in page
-    # The chart (last, under the method) and the task's length-controlled plot (two models with logged
-    # captions, so it has one): both inline PNGs, each the file written beside the page.
-    assert len(audit.images) == 2 and all(src.startswith("data:image/png;base64,") for src in audit.images)
+    # The chart (last, under the method), the task's length-controlled plot (two models with logged captions, so
+    # it has one) and its arena's ratings (issue #60 item 8: it was a link to the file beside the page): all
+    # inline PNGs, each the file written beside the page.
+    assert len(audit.images) == 3 and all(src.startswith("data:image/png;base64,") for src in audit.images)
     inlined = [base64.b64decode(src.split(",", 1)[1]) for src in audit.images]
-    assert inlined[1] == (tmp_path / "board" / "leaderboard.png").read_bytes()
+    assert inlined[2] == (tmp_path / "board" / "leaderboard.png").read_bytes()
     assert inlined[0] == (tmp_path / "board" / f"leaderboard_length_{TASK}.png").read_bytes()
+    assert inlined[1] == (tmp_path / "board" / f"leaderboard_arena_{TASK}.png").read_bytes()
     assert all(png.startswith(b"\x89PNG\r\n\x1a\n") for png in inlined)
     # Per task a main table, an other-metrics table and the arena's two (ratings, win rates: issue #49), then
     # the usage table: one header row each, every body row as wide as it, one row per model.
