@@ -14,7 +14,9 @@ a missing cache file stays missing, and a file that is not a usable cache is the
 
 from __future__ import annotations
 
+import logging
 import sqlite3
+from collections.abc import Iterable, Sequence
 from typing import Any, Callable
 
 from capjudge.judges.client.cache_files import cache_name, open_cache_read_only
@@ -23,7 +25,7 @@ from capjudge.judges.client.redaction import Redactor
 from capjudge.judges.client.reply_codec import UnreadableReply, reply_from_json
 from capjudge.judges.client.served_judges import ServedJudges, asks_for_identity
 from capjudge.judges.client.wire import parse_reply
-from capjudge.judges.types import ChatRequest, JudgeReply, ParseFailure
+from capjudge.judges.types import ChatRequest, JudgeOutcome, JudgeReply, ParseFailure, Usage
 
 
 class CacheReader:
@@ -77,3 +79,40 @@ class CacheReader:
         if self._conn is not None:
             self._conn.close()
             self._conn = None
+
+
+class _Recorder:
+    """A client that keeps each request a judge asks of it and sends nothing (every answer: "not sent")."""
+
+    def __init__(self) -> None:
+        self.asked: list[tuple[ChatRequest, Callable[[JudgeReply], Any], dict[str, Any]]] = []
+
+    def judge(self, request: ChatRequest, parse: Callable[[JudgeReply], Any], **how: Any) -> JudgeOutcome[Any]:
+        self.asked.append((request, parse, how))
+        return JudgeOutcome(None, ParseFailure("not_sent", "looked up in the reply cache only"), (), (), Usage())
+
+
+def any_request_left(configs: Sequence[JudgeConfig], units: Iterable[Callable[[Any], Any]]) -> bool:
+    """Whether a run of these judges would send a request at all: each unit of the run (one item, one order),
+    called with a client, builds its requests exactly as the run builds them; they are looked up read-only in
+    every judge's reply cache, stopping at the first one left. A command probes its judges (pre-flight) only
+    when one is: a fully cached rerun sends nothing."""
+    # Every unit "fails" here as not sent, and the judging code warns of each failure: not news.
+    quiet = logging.getLogger("capjudge.tasks")
+    level = quiet.level
+    quiet.setLevel(logging.ERROR)
+    readers: list[CacheReader] = []
+    try:
+        for config in configs:
+            readers.append(CacheReader(config))
+        for unit in units:
+            recorder = _Recorder()
+            unit(recorder)  # a unit that is never sent (a caption too long, a video missing) asks nothing
+            if any(reader.needs_request(request, parse, **how)
+                   for reader in readers for request, parse, how in recorder.asked):
+                return True
+        return False
+    finally:
+        quiet.setLevel(level)
+        for reader in readers:
+            reader.close()

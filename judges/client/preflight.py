@@ -9,6 +9,11 @@ A 429 or 5xx means a judge is there and busy: that is a warning, not an error. T
 `X-Capjudge-Preflight: 1` so a server's logs (and the test server's counters) can tell it from judgments.
 Results are remembered per process, so several tasks in one run probe once.
 
+A command that loads its task before it knows whether any request is left to ask (`capjudge arena`: its output
+names are checked and its reply caches read first) loads it inside `held_preflight()`, and probes afterwards
+(the task's own `check_judge`) only when a request is left: a fully cached rerun sends nothing, probe included.
+`probes_sent()` counts this process's probes, so a command can print them beside its requests.
+
 A `--batch` run (inside `batch_preflight()`) probes what the Batch API path uses instead, and sends no chat
 completion: an Azure batch deployment serves no online requests, so a correct batch setup would be refused.
 It lists one batch (the endpoint, the key, the Batch API itself) and asks the models endpoint about the model
@@ -40,6 +45,26 @@ _probed: set[tuple[JudgeConfig, str, bool, bool]] = set()
 _lock = threading.Lock()
 # True while tasks are loaded for a `--batch` run: the probe checks the Batch API path, not an online completion.
 _for_batch: ContextVar[bool] = ContextVar("capjudge_preflight_for_batch", default=False)
+# True while a command loads tasks whose probe it sends later, if at all (`held_preflight`).
+_held: ContextVar[bool] = ContextVar("capjudge_preflight_held", default=False)
+_sent = 0  # probes this process sent (answered or not): the server counts every one
+
+
+@contextmanager
+def held_preflight() -> Iterator[None]:
+    """Within this block no probe is sent (nor remembered as done): the caller probes later, with the task's own
+    `check_judge`, once it knows a request is left to ask."""
+    token = _held.set(True)
+    try:
+        yield
+    finally:
+        _held.reset(token)
+
+
+def probes_sent() -> int:
+    """How many pre-flight probes this process has sent."""
+    with _lock:
+        return _sent
 
 
 @contextmanager
@@ -65,11 +90,15 @@ def preflight_enabled(env: Mapping[str, str] | None = None, argv: list[str] | No
 def probe_judge(config: JudgeConfig, model: str, *, needs_logprobs: bool) -> None:
     """Raise ConfigError unless the judge at `config` answers one completion with `model` (in a
     `batch_preflight()` block: unless its Batch API answers and, where the API can say, serves `model`)."""
+    global _sent
+    if _held.get():
+        return
     for_batch = _for_batch.get()
     key = (config, model, needs_logprobs, for_batch)
     with _lock:
         if key in _probed:
             return
+        _sent += 1
     _probe(config, model, needs_logprobs, for_batch)
     with _lock:
         _probed.add(key)

@@ -16,8 +16,10 @@ a candidate a model only within its clip; `--pairs-per-clip K` asks the K human 
 
 The parser only: sources, pairs and judging are capjudge.tasks.runs.arena (through the task's own client, reply
 cache, rate budget, pre-flight and panel), the record capjudge.judges.pairwise.record. Writes
-OUT/arena_<task>.jsonl (checked before the first request; a rerun of the same command replaces its own, from the
-cache) and prints per judge: pairs, pairs with verdicts in both orders, position-inconsistent verdicts, failed orders; then the
+OUT/arena_<task>.jsonl (checked before the first request, the pre-flight probe included; a rerun of the same command
+replaces its own, from the cache, and sends nothing, probe included: the judges are probed only when an order is
+left to ask) and prints per judge: pairs, pairs with verdicts in both orders, position-inconsistent verdicts, failed
+orders, requests, cache hits, and the pre-flight probes sent besides; then the
 arena report beside it (capjudge.metrics.arena.verdict_outputs: OUT/arena_<task>.md/.json/.png/.html, position
 bias and rankings; `capjudge report --arena OUT/arena_<task>.jsonl --out DIR` recomputes it without a judge). Exit status:
 2 bad input, 3 above CAPJUDGE_MAX_FAILURE_RATE failed orders (the file is written first). With `--batch`, every
@@ -193,20 +195,22 @@ def _dry_run(args: argparse.Namespace, prices: tuple[float, float] | None) -> in
 def _judge(args: argparse.Namespace, out: Path, batch: Any) -> int:
     from contextlib import nullcontext
 
-    from capjudge.judges.client.preflight import batch_preflight
+    from capjudge.judges.client.preflight import batch_preflight, held_preflight, probes_sent
     from capjudge.judges.atomic_files import write_replacing
     from capjudge.judges.pairwise.record import arena_file_text
     from capjudge.metrics.arena.verdict_outputs import arena_report
     from capjudge.metrics.arena.verdict_text import verdict_report_json, report_markdown
     from capjudge.tasks.run_outcome import EXIT_STATUS, failure_rate_problem
     from capjudge.tasks.runs.judging.stage import load_judged_task
-    from capjudge.tasks.runs.arena.judging import batch_pairs, judge_pairs, member_counts
+    from capjudge.tasks.runs.arena.judging import anything_to_ask, batch_pairs, judge_pairs, member_counts
     from capjudge.tasks.runs.judging.batch_stage import cache_only_recorders
     from capjudge.tasks.runs.arena.outputs import FILE_NAME, check_arena_output, arena_summary_json, summary_table
     from capjudge.tasks.runs.sensitivity.judging import judge_label
 
-    # A --batch run's pre-flight probes the Batch API path, not an online completion (as `capjudge judge --batch`).
-    with batch_preflight() if batch is not None else nullcontext():
+    # The task is loaded without its pre-flight probe: the output names are checked first (a name that cannot be
+    # written is refused before any request, the probe included), and a rerun with every order in the reply cache
+    # sends nothing at all.
+    with held_preflight():
         task = load_judged_task(args.task, args.include_path)
     judge, models, pairs = _planned(args, task)
     command, label = arena_command_line(args), judge_label(task.identity())
@@ -214,6 +218,12 @@ def _judge(args: argparse.Namespace, out: Path, batch: Any) -> int:
     path = out / FILE_NAME.format(task=args.task)
     check_arena_output(path, args.task, label, command,
                        [[p.item_id, p.model_a, p.caption_a, p.model_b, p.caption_b, m] for p in pairs for m in members])
+    probes = probes_sent()
+    if anything_to_ask(task, judge, pairs):
+        # A --batch run's pre-flight probes the Batch API path, not an online completion (as `capjudge judge --batch`).
+        with batch_preflight() if batch is not None else nullcontext():
+            task.check_judge()
+    probes = probes_sent() - probes
     recorder_for = None
     if batch is not None:
         summary = batch_pairs(task, judge, pairs, out / "batch", batch)
@@ -230,8 +240,9 @@ def _judge(args: argparse.Namespace, out: Path, batch: Any) -> int:
     write_replacing(path, arena_file_text(args.task, label, command, records))
     report, _ = arena_report(path, out)  # position bias and rankings, read back from the file just written
     counts = member_counts(records, members)
-    print(arena_summary_json(args.task, label, command, counts, path, verdict_report_json(report)) if args.format == "json"
-          else summary_table(args.task, label, models, records, counts, path) + "\n\n" + report_markdown(report))
+    print(arena_summary_json(args.task, label, command, counts, path, verdict_report_json(report), probes)
+          if args.format == "json"
+          else summary_table(args.task, label, models, records, counts, path, probes) + "\n\n" + report_markdown(report))
     failed = sum(row.failed_orders for row in counts)
     problem = failure_rate_problem(failed, 2 * len(records))
     if problem is not None:

@@ -63,6 +63,19 @@ def order_judge(judge: PairwiseJudge, pairs: Sequence[PlannedPair],
     return judge_one
 
 
+def anything_to_ask(task: Any, judge: PairwiseJudge, pairs: Sequence[PlannedPair]) -> bool:
+    """Whether a run would send a request: some member's reply cache holds no usable reply to some order (each
+    order built by the run's own per-order function and looked up read-only, as `capjudge arena --dry-run`
+    looks). The run probes its judges (pre-flight) only then: a fully cached rerun sends nothing at all."""
+    from functools import partial
+
+    from capjudge.judges.client.cache_reader import any_request_left
+
+    judge_one = order_judge(judge, pairs)
+    return any_request_left([member.config for member in task.who_judges().members],
+                            (partial(judge_one, doc, key) for doc, key in orders_to_ask(pairs)))
+
+
 def order_line_id(doc: Mapping[str, Any], key: str) -> str:
     """One order's id among a run's Batch API lines: the item and a digest of the order (the models' names are
     anyone's text; the digest keeps the id short and free of separators)."""

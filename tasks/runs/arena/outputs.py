@@ -1,5 +1,5 @@
 """What an arena run writes and prints: OUT/arena_<task>.jsonl (capjudge.judges.pairwise.record), checked before
-the first request, and the summary.
+the first request (the pre-flight probe included), and the summary.
 
 The file is checked (with the names of the report written beside it) as `capjudge sensitivity` checks its report (capjudge.metrics.sensitivity.outputs): a name
 taken by a folder, a link, another run's verdict file or a file that is no verdict file as capjudge wrote it
@@ -48,9 +48,15 @@ def summary_rows(counts: Sequence[MemberCounts]) -> list[dict[str, Any]]:
             for row in counts]
 
 
+def probes_line(probes: int) -> str:
+    """The pre-flight probes the run sent, apart from its judgments: the server counts both."""
+    return (f"Pre-flight probe requests: {probes} (not in the requests column; none when every order is in the reply "
+            "cache)")
+
+
 def summary_table(task: str, judge: str, models: int, records: Sequence[PairRecord], counts: Sequence[MemberCounts],
-                  path: Path) -> str:
-    """The printed summary: what was asked, then a row per judge (or panel member)."""
+                  path: Path, probes: int = 0) -> str:
+    """The printed summary: what was asked, then a row per judge (or panel member), then the probes sent."""
     items = len({record.item_id for record in records})
     lines = [f"capjudge arena: task {task}, {judge}; {models} models, {items} items, {counts[0].pairs} pairs, "
              "each asked in both orders",
@@ -64,15 +70,17 @@ def summary_table(task: str, judge: str, models: int, records: Sequence[PairReco
     if any(r.member == COMBINED for r in counts):
         lines.append(f"{COMBINED}: the panel's own verdict per order, its members' majority (a split is a tie; below "
                      "the quorum, a failed order); its requests are its members'.")
+    lines.append(probes_line(probes))
     lines.append(f"Verdicts, both orders and the replies: {path}")
     return "\n".join(lines)
 
 
 def arena_summary_json(task: str, judge: str, command: str, counts: Sequence[MemberCounts], path: Path,
-                       report: dict[str, Any] | None = None) -> str:
-    """The summary as JSON; with `report` (the arena report's JSON: position bias and rankings) under "report"."""
+                       report: dict[str, Any] | None = None, probes: int = 0) -> str:
+    """The summary as JSON; with `report` (the arena report's JSON: position bias and rankings) under "report".
+    `preflight_probes`: the probes sent besides the judges' requests."""
     document = {"task": task, "judge": judge, "command": command, "judges": summary_rows(counts),
-                "verdict_file": str(path)}
+                "preflight_probes": probes, "verdict_file": str(path)}
     if report is not None:
         document["report"] = report
     return json.dumps(document, indent=2, ensure_ascii=False)

@@ -112,6 +112,19 @@ def judgments_to_ask(planned: Sequence[PlannedItem]) -> list[tuple[Mapping[str, 
     return list(asked.values())
 
 
+def anything_to_ask(task: Any, planned: Sequence[PlannedItem]) -> bool:
+    """Whether the run would send a request: some member's reply cache holds no usable reply to some judgment
+    (each built by the task's own per-item function, looked up read-only as the dry run looks). The run probes
+    its judges (pre-flight) only then."""
+    from functools import partial
+
+    from capjudge.judges.client.cache_reader import any_request_left
+
+    settings = task.settings()
+    return any_request_left([member.config for member in task.who_judges().members],
+                            (partial(type(task).judge_item, doc, text, settings) for doc, text in judgments_to_ask(planned)))
+
+
 @dataclass(frozen=True)
 class _Taken:
     judgments: Mapping[str, Judged]

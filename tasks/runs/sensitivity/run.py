@@ -71,9 +71,13 @@ def judge_into(options: SensitivityRun, perturbations: list[Any], out: Path) -> 
     from capjudge.metrics.sensitivity.report import markdown, sensitivity_json, summary_json
     from capjudge.tasks.run_outcome import EXIT_STATUS, failure_rate_problem
     from capjudge.tasks.runs.judging.stage import load_judged_task
-    from capjudge.tasks.runs.sensitivity.judging import judge_label, judge_planned, unjudged_share
+    from capjudge.judges.client.preflight import held_preflight, probes_sent
+    from capjudge.tasks.runs.sensitivity.judging import anything_to_ask, judge_label, judge_planned, unjudged_share
 
-    task = load_judged_task(options.task, options.include_path)
+    # Loaded without its pre-flight probe, sent below once the names are free and a judgment is left to ask: a
+    # name that cannot be written is refused before any request, and a fully cached rerun sends none at all.
+    with held_preflight():
+        task = load_judged_task(options.task, options.include_path)
     planned = _planned(options, task, perturbations)
     command = options.command
     path = out / REPORT_NAME.format(task=options.task)
@@ -83,6 +87,10 @@ def judge_into(options: SensitivityRun, perturbations: list[Any], out: Path) -> 
     stamp = run_stamp(task.config.task, judge_label(task.identity()), command,
                       [(item.item_id, item.original) for item in planned])
     check_outputs([(path, report_found), (plot, plot_found), (page_path(path), page_found)], stamp)
+    probes = probes_sent()
+    if anything_to_ask(task, planned):
+        task.check_judge()
+    probes = probes_sent() - probes
     report = judge_planned(task, planned, perturbations, n_resamples=options.resamples, seed=options.seed)
     document = {**sensitivity_json(report, command), "judge_identity": dict(task.identity())}
     write_replacing(path, json.dumps(document, indent=2, ensure_ascii=False, default=str) + "\n")
@@ -90,11 +98,13 @@ def judge_into(options: SensitivityRun, perturbations: list[Any], out: Path) -> 
     page = _write_page(path)
     page_line = f"\nPer item, each perturbed caption beside its original: {page}" if page else ""
     if options.output_format == "json":
-        print(json.dumps({**summary_json(report, command), "report_file": str(path), "plot": str(plot),
-                          "page": str(page) if page else None}, indent=2, ensure_ascii=False))
+        print(json.dumps({**summary_json(report, command), "preflight_probes": probes, "report_file": str(path),
+                          "plot": str(plot), "page": str(page) if page else None}, indent=2, ensure_ascii=False))
     else:
-        print(markdown(report, command) + f"\nEvery text the judge saw, with both judgments: {path}\nPlot: {plot}"
-              + page_line)
+        # The probes apart from the judgments' requests: the server counts both.
+        print(markdown(report, command) + f"\nPre-flight probe requests: {probes} (not among the requests above; none "
+              f"when every judgment is in the reply cache)\nEvery text the judge saw, with both judgments: {path}"
+              f"\nPlot: {plot}" + page_line)
     problem = failure_rate_problem(*unjudged_share(report))
     if problem is not None:
         print(f"capjudge sensitivity: {problem}", file=sys.stderr)
