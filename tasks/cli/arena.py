@@ -202,7 +202,7 @@ def _judge(args: argparse.Namespace, out: Path, batch: Any) -> int:
     from capjudge.metrics.arena.verdict_text import verdict_report_json, report_markdown
     from capjudge.tasks.run_outcome import EXIT_STATUS, failure_rate_problem
     from capjudge.tasks.runs.judging.stage import load_judged_task
-    from capjudge.tasks.runs.arena.judging import anything_to_ask, batch_pairs, judge_pairs, member_counts
+    from capjudge.tasks.runs.arena.judging import batch_pairs, judge_pairs, member_counts, orders_left_to_ask
     from capjudge.tasks.runs.judging.batch_stage import cache_only_recorders
     from capjudge.tasks.runs.arena.outputs import FILE_NAME, check_arena_output, arena_summary_json, summary_table
     from capjudge.tasks.runs.sensitivity.judging import judge_label
@@ -219,7 +219,7 @@ def _judge(args: argparse.Namespace, out: Path, batch: Any) -> int:
     check_arena_output(path, args.task, label, command,
                        [[p.item_id, p.model_a, p.caption_a, p.model_b, p.caption_b, m] for p in pairs for m in members])
     probes = probes_sent()
-    if anything_to_ask(task, judge, pairs):
+    if orders_left_to_ask(task, judge, pairs):
         # A --batch run's pre-flight probes the Batch API path, not an online completion (as `capjudge judge --batch`).
         with batch_preflight() if batch is not None else nullcontext():
             task.check_judge()

@@ -63,7 +63,7 @@ def order_judge(judge: PairwiseJudge, pairs: Sequence[PlannedPair],
     return judge_one
 
 
-def anything_to_ask(task: Any, judge: PairwiseJudge, pairs: Sequence[PlannedPair]) -> bool:
+def orders_left_to_ask(task: Any, judge: PairwiseJudge, pairs: Sequence[PlannedPair]) -> bool:
     """Whether a run would send a request: some member's reply cache holds no usable reply to some order (each
     order built by the run's own per-order function and looked up read-only, as `capjudge arena --dry-run`
     looks). The run probes its judges (pre-flight) only then: a fully cached rerun sends nothing at all."""

@@ -112,7 +112,7 @@ def judgments_to_ask(planned: Sequence[PlannedItem]) -> list[tuple[Mapping[str, 
     return list(asked.values())
 
 
-def anything_to_ask(task: Any, planned: Sequence[PlannedItem]) -> bool:
+def judgments_left_to_ask(task: Any, planned: Sequence[PlannedItem]) -> bool:
     """Whether the run would send a request: some member's reply cache holds no usable reply to some judgment
     (each built by the task's own per-item function, looked up read-only as the dry run looks). The run probes
     its judges (pre-flight) only then."""

@@ -72,7 +72,7 @@ def judge_into(options: SensitivityRun, perturbations: list[Any], out: Path) -> 
     from capjudge.tasks.run_outcome import EXIT_STATUS, failure_rate_problem
     from capjudge.tasks.runs.judging.stage import load_judged_task
     from capjudge.judges.client.preflight import held_preflight, probes_sent
-    from capjudge.tasks.runs.sensitivity.judging import anything_to_ask, judge_label, judge_planned, unjudged_share
+    from capjudge.tasks.runs.sensitivity.judging import judge_label, judge_planned, judgments_left_to_ask, unjudged_share
 
     # Loaded without its pre-flight probe, sent below once the names are free and a judgment is left to ask: a
     # name that cannot be written is refused before any request, and a fully cached rerun sends none at all.
@@ -88,7 +88,7 @@ def judge_into(options: SensitivityRun, perturbations: list[Any], out: Path) -> 
                       [(item.item_id, item.original) for item in planned])
     check_outputs([(path, report_found), (plot, plot_found), (page_path(path), page_found)], stamp)
     probes = probes_sent()
-    if anything_to_ask(task, planned):
+    if judgments_left_to_ask(task, planned):
         task.check_judge()
     probes = probes_sent() - probes
     report = judge_planned(task, planned, perturbations, n_resamples=options.resamples, seed=options.seed)
