@@ -26,8 +26,14 @@ from capjudge.metrics.statistics.bootstrap import (
     draw_item_indices,
     percentile_interval,
 )
+from capjudge.metrics.statistics.correlation import MAX_RESAMPLES, MAX_SEED, check_count, check_level
 from capjudge.metrics.statistics.reply_bootstrap import ReplySet, two_level_draws, two_level_interval
 from capjudge.metrics.statistics.value_ci import ValueCI
+
+
+# The bound of `capjudge leaderboard --permutations` (capjudge.tasks.cli.bounds, which this layer cannot import;
+# a test pins them equal): scipy draws every permutation at once, permutations x items x 8 bytes.
+MAX_PERMUTATIONS = 10_000
 
 
 @dataclass(frozen=True)
@@ -44,12 +50,18 @@ class LeaderboardSettings:
     arena: bool = True
 
     def __post_init__(self) -> None:
-        if not 0 < self.confidence < 1:
-            raise ValueError(f"confidence must be in (0, 1), got {self.confidence}")
-        if not 0 < self.alpha < 1:
-            raise ValueError(f"alpha must be in (0, 1), got {self.alpha}")
-        if self.n_resamples < 0 or self.n_permutations < 1:
-            raise ValueError("n_resamples must be >= 0 and n_permutations >= 1")
+        # The bounds of `capjudge leaderboard`'s flags, so the Python API refuses what the command refuses: an
+        # unchecked value ended in numpy's errors (2.5 resamples, seed -1) or out of memory (10**8 resamples).
+        check_count("n_resamples", self.n_resamples, 0, MAX_RESAMPLES)
+        check_count("n_permutations", self.n_permutations, 1, MAX_PERMUTATIONS)
+        check_count("seed", self.seed, 0, MAX_SEED)
+        check_level("confidence", self.confidence)
+        check_level("alpha", self.alpha)
+        check_level("failure_warn_rate", self.failure_warn_rate, inclusive=True)
+        for name in ("length_control", "arena"):
+            value = getattr(self, name)
+            if not isinstance(value, (bool, np.bool_)):  # "no" is true in Python: the column would be shown
+                raise ValueError(f"{name} must be True or False, got a {type(value).__name__}")
 
 
 @dataclass(frozen=True)

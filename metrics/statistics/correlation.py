@@ -13,8 +13,9 @@ Several annotators per item are handled in one of two ways, chosen per call:
 * ``mean``: annotators' scores are averaged per item, one pair per item.
 
 Missing values (None or NaN) are dropped pairwise and counted in :class:`MissingCounts`; a value that is no
-plausible score (not a number, infinite, beyond ±MAX_SCORE_MAGNITUDE) is an error naming the item. An undefined
-coefficient (too few pairs, a constant input) has ``value=None`` and an ``undefined_reason``, never a bare NaN.
+plausible score (not a number, infinite, beyond ±MAX_SCORE_MAGNITUDE) is an error naming the item, from a list
+or a numpy array alike. An undefined coefficient (too few pairs, a constant input) has ``value=None`` and an
+``undefined_reason``, never a bare NaN.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import math
 import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import numpy as np
 
@@ -50,6 +51,10 @@ MIN_PAIRS = 3
 # or caption metric comes near it, and sums and squares over millions of items stay finite. A score past it
 # is a broken value (-1e308 turns a mean into -inf and an interval into [nan, nan]).
 MAX_SCORE_MAGNITUDE = 2.0**53
+# `capjudge correlate --bootstrap N --seed S`'s bounds (capjudge.tasks.cli.bounds says why; this layer cannot import
+# it, a test pins them equal), so the Python API refuses what the command refuses.
+MAX_RESAMPLES = 10_000
+MAX_SEED = 2**32 - 1
 
 
 class HumanScoreError(ValueError):
@@ -60,6 +65,20 @@ class ScoreValueError(HumanScoreError):
     """A value that is no score (not a number, infinite, too large); the message names the item."""
 
 
+def check_count(name: str, value: Any, low: int, high: int) -> None:
+    """A ValueError naming the field unless `value` is a whole number (numpy's too; no bool) from low to high."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or not low <= value <= high:
+        raise ValueError(f"{name} must be a whole number from {low:,} to {high:,}, got {_short_repr(value)}")
+
+
+def check_level(name: str, value: Any, *, inclusive: bool = False) -> None:
+    """A ValueError naming the field unless `value` is a number between 0 and 1, exclusive unless `inclusive`."""
+    number = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
+    if not (number and (0 <= value <= 1 if inclusive else 0 < value < 1)):
+        bounds = "from 0 to 1" if inclusive else "between 0 and 1 (exclusive)"
+        raise ValueError(f"{name} must be a number {bounds}, got {_short_repr(value)}")
+
+
 @dataclass(frozen=True)
 class BootstrapSettings:
     """How intervals are computed: item resamples (0 = none), seed, level, and the interval reported first."""
@@ -68,6 +87,16 @@ class BootstrapSettings:
     seed: int = 0
     confidence: float = DEFAULT_CONFIDENCE
     ci_method: CiMethod = "bca"
+
+    def __post_init__(self) -> None:
+        # Here, not where used: numpy's errors named no field (or none came: -5 resamples gave no interval, an
+        # unknown ci_method the percentile one), and 10**8 resamples ran out of memory.
+        check_count("n_resamples", self.n_resamples, 0, MAX_RESAMPLES)
+        check_count("seed", self.seed, 0, MAX_SEED)
+        check_level("confidence", self.confidence)
+        if self.ci_method not in get_args(CiMethod):
+            raise ValueError(f"ci_method must be one of {', '.join(get_args(CiMethod))}, "
+                             f"got {_short_repr(self.ci_method)}")
 
 
 DEFAULT_SETTINGS = BootstrapSettings()
@@ -175,33 +204,38 @@ def _short_repr(value: Any, limit: int = 60) -> str:
     return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
 
 
+def _array_values(values: np.ndarray, what: str) -> list[Any]:
+    """An array as (nested) lists, checked as lists are: an array cast unchecked took inf as missing, 1e300 (a
+    Pearson of -1e-18) and strings as scores. Only numbers, and None in an object array, can pass that check."""
+    if values.dtype.kind not in "iufO":  # bool, complex, text, bytes, dates, records: no scores
+        raise ScoreValueError(f"{what}: an array of {values.dtype} values; expected numbers (NaN for a missing one)")
+    return values.tolist()
+
+
 def as_judge_vector(values: Sequence[float | None] | np.ndarray, item_ids: Sequence[str] | None = None) -> np.ndarray:
-    """Judge scores as a float vector; None becomes NaN (missing)."""
+    """Judge scores as a float vector, from a list or a 1-D array (a 2-D one was flattened into more items) alike;
+    None or NaN is missing, any other value `checked_score` refuses is an error naming the item."""
     if isinstance(values, np.ndarray):
-        return values.astype(np.float64).ravel()
+        if values.ndim != 1:
+            raise ScoreValueError(f"judge scores: an array of shape {values.shape}; expected one score per item (1-D)")
+        values = _array_values(values, "judge scores")
     ids = _ids(item_ids, len(values))
     return np.array([checked_score(v, f"item {ids[i]!r} judge score") for i, v in enumerate(values)], dtype=np.float64)
 
 
-def as_human_matrix(
-    values: Sequence[Any] | np.ndarray,
-    index: int | None = None,
-    item_ids: Sequence[str] | None = None,
-) -> tuple[np.ndarray, np.ndarray]:
+def as_human_matrix(values: Sequence[Any] | np.ndarray, index: int | None = None,
+                    item_ids: Sequence[str] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Human scores as an (items, annotators) float matrix padded with NaN, plus each item's annotator count.
 
     Each item's value may be a number (one annotator), a list of numbers (one per annotator), or — with
-    ``index`` — a list of per-annotator lists from which element ``index`` is taken. None means missing.
+    ``index`` — a list of per-annotator lists from which element ``index`` is taken. None means missing. An
+    array, (items,), (items, annotators) or with ``index`` (items, annotators, k), is read as those lists are.
     """
     if isinstance(values, np.ndarray):
-        matrix = values.astype(np.float64)
-        if matrix.ndim == 3 and index is not None:
-            matrix = matrix[:, :, index]  # (items, annotators, dimensions)
-        elif matrix.ndim not in (1, 2) or index is not None:
-            raise HumanScoreError(f"human scores array of shape {matrix.shape} with annotator index {index}: expected "
+        if values.ndim not in ((3,) if index is not None else (1, 2)):
+            raise HumanScoreError(f"human scores array of shape {values.shape} with annotator index {index}: expected "
                                   "(items,) or (items, annotators) without an index, or (items, annotators, k) with one")
-        matrix = matrix[:, None] if matrix.ndim == 1 else matrix
-        return matrix, np.full(matrix.shape[0], matrix.shape[1])
+        values = _array_values(values, "human scores")  # nested lists: items, their annotators, each one's k
     ids = _ids(item_ids, len(values))
     rows: list[list[float]] = []
     for position, value in enumerate(values):
@@ -374,13 +408,8 @@ def correlate_pairs(
     )
 
 
-def _coefficient(
-    name: CoefficientName,
-    pairs: PairSet,
-    reason: str | None,
-    indices: np.ndarray | None,
-    settings: BootstrapSettings,
-) -> Coefficient:
+def _coefficient(name: CoefficientName, pairs: PairSet, reason: str | None, indices: np.ndarray | None,
+                 settings: BootstrapSettings) -> Coefficient:
     n, n_items = int(pairs.judge.size), pairs.n_items
     if reason is not None:
         return Coefficient(name, None, None, None, None, None, n, n_items, undefined_reason=reason)

@@ -6,6 +6,11 @@ correlation `capjudge correlate` computes. Thin: each is the command's own reade
   `leaderboard_markdown(board)`: the board and its files (`capjudge.metrics.leaderboard`);
 - `correlate(judge_scores, human_scores, annotators=..., settings=BootstrapSettings(...))`: Pearson, Spearman,
   Kendall tau-b and tau-c from scipy with item-bootstrap intervals (`capjudge.metrics.statistics.correlation`).
+
+What the commands refuse, these refuse, as a ValueError naming the item or the field: scores in a list or a numpy
+array alike (a number, or None/NaN for a missing one; no infinity, nothing beyond ±2**53; a 1-D array of judge
+scores), and settings outside the bounds of the commands' flags (`LeaderboardSettings` / `BootstrapSettings`:
+resamples 0 to 10,000, permutations 1 to 10,000, seed 0 to 2**32-1, confidence and alpha between 0 and 1).
 """
 
 from __future__ import annotations
