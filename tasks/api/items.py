@@ -4,7 +4,8 @@ An item is a mapping: `id` (text or a whole number), `caption` (the text to judg
 relative to the current folder) and whatever else the judge reads (G-VEval's `references`; AnyCap's
 `caption_type`, `reference` and optional `instruction`): the fields of a row of the judge's dataset, as its
 task works on them. What cannot be judged as given is an `ItemError` naming the item and the problem, before any
-request; a field the judge reads that the item lacks is one as soon as the judge reads it (`ItemFields`).
+request: every field capjudge's judges read is type-checked here (`JUDGE_FIELDS`), whichever judge, and None is
+an absent field; a field the judge reads that the item lacks is one as soon as the judge reads it (`ItemFields`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,24 @@ from capjudge.judges.datasets.items import VIDEOS_DIR_KEY
 CAPTION = "caption"
 ID = "id"
 VIDEO = "video"
+# A whole-number id is kept as its text, and Python refuses to write an int of more than 4,300 digits (a
+# ValueError naming no item): ids of databases and dataset files are at most 64-bit numbers, 20 digits.
+MAX_ID_DIGITS = 20
+TEXT = "text"
+TEXTS = "a list of texts"
+# The fields capjudge's judges read beside id, caption and video, and what each must be (README "Python API"):
+# a value of another type failed deep inside a judge, naming neither the item nor the field (G-VEval's
+# `references=[1, 2]` an AttributeError, `references="a caption"` judged as one reference per letter; AnyCap's
+# `reference=7` a TypeError). What a well-typed value means (an unknown caption type, an empty reference list)
+# stays the judge's to say, in its typed result, as in a run.
+JUDGE_FIELDS = {
+    "references": TEXTS,  # G-VEval's reference captions (modes frames+references, references)
+    "reference": TEXT,  # AnyCap's reference caption
+    "caption_type": TEXT,  # AnyCap's caption type (brief, detailed, ...)
+    "instruction": TEXT,  # AnyCap's instruction, optional
+    "length_restriction": TEXT,  # AnyCap's length sentence of the instruction, optional (a dataset row's)
+    VIDEOS_DIR_KEY: TEXT,  # a dataset row's videos folder, which its relative `video` is read against
+}
 
 
 class ItemFields(dict):
@@ -42,6 +61,9 @@ def checked_item(judge: str, item: Any, position: int) -> tuple[ItemFields, str]
     if not isinstance(item, Mapping):
         raise ItemError(f"#{position}", f"is {_kind(item)}, not a mapping of fields (id, caption, video, ...)")
     item_id = item.get(ID)
+    if isinstance(item_id, int) and not isinstance(item_id, bool) and abs(item_id) >= 10**MAX_ID_DIGITS:
+        raise ItemError(f"#{position}", f"has no usable {ID!r} (a whole number of {item_id.bit_length():,} bits): "
+                                        f"a numeric id has at most {MAX_ID_DIGITS} digits; give a longer one as text")
     if item_id is None or isinstance(item_id, bool) or not isinstance(item_id, (str, int)) or not str(item_id).strip():
         raise ItemError(f"#{position}", f"has no usable {ID!r} (got {_kind(item_id)}): an id is text or a whole number")
     item_id = str(item_id)
@@ -50,7 +72,13 @@ def checked_item(judge: str, item: Any, position: int) -> tuple[ItemFields, str]
     caption = item[CAPTION]
     if not isinstance(caption, str):
         raise ItemError(item_id, f"{CAPTION!r} is {_kind(caption)}, not text")
-    fields = {name: value for name, value in item.items() if name != CAPTION}
+    # None is an absent field, as for `video`: a judge reading it with `doc[name]` then names the item and the field.
+    fields = {name: value for name, value in item.items()
+              if name != CAPTION and not (name in JUDGE_FIELDS and value is None)}
+    for name, value in fields.items():
+        problem = _field_problem(JUDGE_FIELDS.get(name), value)
+        if problem:
+            raise ItemError(item_id, f"{name!r} is {_kind(value)}, not {problem}")
     fields[ID] = item_id
     video = fields.get(VIDEO)
     if video is not None and video != "":  # none or "": the item names no video (unjudged where the judge needs one)
@@ -76,6 +104,15 @@ def checked_items(judge: str, items: Any) -> list[tuple[ItemFields, str]]:
     return checked
 
 
+def _field_problem(kind: str | None, value: Any) -> str | None:
+    """What `value` should be instead (`kind`), or None when it is that or the field is not one judges read."""
+    if kind == TEXT and not isinstance(value, str):
+        return TEXT
+    if kind == TEXTS and (not isinstance(value, (list, tuple)) or not all(isinstance(each, str) for each in value)):
+        return TEXTS
+    return None
+
+
 def _same(one: Mapping[str, Any], other: Mapping[str, Any]) -> bool:
     try:
         return bool(dict(one) == dict(other))
@@ -86,6 +123,10 @@ def _same(one: Mapping[str, Any], other: Mapping[str, Any]) -> bool:
 def _kind(value: Any) -> str:
     if value is None:
         return "None"
-    name, shown = type(value).__name__, repr(value)
+    name = type(value).__name__
+    try:
+        shown = repr(value)
+    except ValueError:  # Python writes no int of more than 4,300 digits (one inside a list too)
+        shown = "too large to show"
     article = "an" if name[0].lower() in "aeiou" else "a"
     return f"{article} {name} ({shown if len(shown) <= 40 else shown[:37] + '...'})"

@@ -13,6 +13,7 @@ Nothing is read from the environment until a function is called; then, as in a r
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -30,11 +31,12 @@ def judge_caption(judge: str, item: Mapping[str, Any], *, config: JudgeConfig | 
     `item`: `id`, `caption`, `video` and the judge's own fields (README, "Python API"). `config`: the judge
     client's configuration (default `JudgeConfig.from_env()`). `settings`: the judge's settings as a task YAML's
     `metadata` gives them (G-VEval: `mode`, `scoring`, `max_tries`; AnyCap: `tolerance`, `instruction_rule`,
-    `max_tries`; any judge: `judge_samples`, `max_caption_chars`).
+    `max_tries`; any judge: `judge_samples`, `max_caption_chars`); a key the judge does not read is refused.
 
     Returns the item's `ItemJudgment`: its `result` is the judge's typed result (GVEvalResult, AnyCapResult),
     unjudged with its `failure_kind` when the video is missing or unreadable or no reply parsed, never a 0.
-    Raises UnknownJudgeError, ItemError (naming the item and the problem) or ConfigError before any request.
+    Raises UnknownJudgeError, ItemError (naming the item and the problem), JudgeInputError (a setting the judge
+    does not know, named with the ones it does) or ConfigError before any request.
     """
     task = judge_task(judge)
     doc, caption = checked_item(judge, item, 0)
@@ -76,5 +78,43 @@ def _settings_and_client(task: Any, config: JudgeConfig | None, settings: Mappin
                               f"got a {type(settings).__name__}")
     if config is not None and not isinstance(config, JudgeConfig):
         raise JudgeInputError(f"config must be a JudgeConfig, got a {type(config).__name__}")
-    resolved = task.settings_type.resolve(dict(settings or {}))
+    given = _ReadKeys(settings or {})
+    resolved = task.settings_type.resolve(given)
+    _refuse_unknown_settings(task, given)
     return resolved, shared_client(config or JudgeConfig.from_env())
+
+
+class _ReadKeys(dict):
+    """Settings that note which keys a judge's `resolve` reads (`setting` reads each with `.get`)."""
+
+    def __init__(self, values: Mapping[Any, Any]):
+        super().__init__(values)
+        self.read: set[Any] = set()
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        self.read.add(key)
+        return super().get(key, default)
+
+    def __getitem__(self, key: Any) -> Any:
+        self.read.add(key)
+        return super().__getitem__(key)
+
+    def __contains__(self, key: object) -> bool:
+        self.read.add(key)
+        return super().__contains__(key)
+
+
+def _refuse_unknown_settings(task: Any, given: _ReadKeys) -> None:
+    """A JudgeInputError naming a given setting the judge never reads: a typo ("mdoe") was ignored in silence
+    and the item judged with the default. The judge's settings are found, not listed: the keys its `resolve`
+    reads with no value and no environment (every setting, each left at its default, none overridden by a
+    variable), and those it read of the given ones (a setting read only beside another's value)."""
+    known = _ReadKeys({})
+    task.settings_type.resolve(known, env={})
+    names = known.read | given.read
+    unknown = [key for key in given if key not in names]
+    if unknown:
+        listed = sorted(str(name) for name in names)
+        close = difflib.get_close_matches(str(unknown[0]), listed, n=1)
+        raise JudgeInputError(f"settings: {unknown[0]!r} is no setting of the {task.settings_type.judge_name} judge"
+                              f"{f' (did you mean {close[0]!r}?)' if close else ''}; its settings: {', '.join(listed)}")

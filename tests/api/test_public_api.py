@@ -260,6 +260,83 @@ def test_a_list_must_be_a_list_and_one_id_one_item(server, clips, tmp_path):
     assert server.log == []
 
 
+@pytest.mark.parametrize("judge, field, value, problem", [
+    # Each failed inside the judge, naming neither the item nor the field (issue #60 item 6):
+    ("gveval", "references", [1, 2], "'references' is a list ([1, 2]), not a list of texts"),  # an AttributeError
+    # a text was judged as one reference caption per letter (list("A red ball."))
+    ("gveval", "references", "A red ball.", "'references' is a str ('A red ball.'), not a list of texts"),
+    ("gveval", "references", ["A red ball.", None], "'references' is a list (['A red ball.', None]), not a list of texts"),
+    ("anycap", "reference", 7, "'reference' is an int (7), not text"),  # a TypeError
+    ("anycap", "caption_type", ["brief"], "'caption_type' is a list (['brief']), not text"),
+    ("anycap", "instruction", 3.5, "'instruction' is a float (3.5), not text"),
+])
+def test_a_field_the_judges_read_of_another_type_is_an_item_error_before_any_request(judge, field, value, problem,
+                                                                                      server, clips, tmp_path):
+    items = _items(judge, clips, list(GVEVAL_SCORES if judge == "gveval" else ANYCAP_GRADES))
+    items[1][field] = value
+    for call in (lambda: judge_caption(judge, items[1], config=_config(server, tmp_path)),
+                 lambda: judge_captions(judge, items, config=_config(server, tmp_path))):
+        with pytest.raises(ItemError) as raised:
+            call()
+        assert (raised.value.item, str(raised.value)) == (items[1]["id"], f"item {items[1]['id']}: {problem}")
+    assert server.log == []
+
+
+def test_a_field_given_as_none_is_absent_and_named_when_the_judge_reads_it(server, clips, tmp_path):
+    (item,) = _items("anycap", clips, list(ANYCAP_GRADES)[:1])
+    with pytest.raises(ItemError) as raised:  # before, None reached the judge: a TypeError
+        judge_caption("anycap", {**item, "reference": None}, config=_config(server, tmp_path))
+    assert str(raised.value) == "item a0: has no field 'reference', which the anycap judge reads"
+    assert server.log == []
+
+
+def test_a_whole_number_id_too_long_to_write_is_an_item_error_naming_its_position(server, clips, tmp_path):
+    items = _items("gveval", clips, list(GVEVAL_SCORES))
+    items[2]["id"] = 10**5000  # Python refuses to write it as text: a ValueError naming nothing of the item
+    with pytest.raises(ItemError) as raised:
+        judge_captions("gveval", items, config=_config(server, tmp_path))
+    assert raised.value.item == "#2" and "has no usable 'id'" in str(raised.value)
+    assert "at most 20 digits; give a longer one as text" in str(raised.value) and len(str(raised.value)) < 200
+    items[2]["id"] = 10**19  # a 64-bit id is kept, as its text
+    with pytest.raises(ItemError, match="item 10000000000000000000: 'caption' is an int"):
+        judge_captions("gveval", [*items[:2], {**items[2], "caption": 10**5000}], config=_config(server, tmp_path))
+    assert server.log == []
+
+
+@pytest.mark.parametrize("judge, settings, named, suggested, known", [
+    ("gveval", {"mdoe": "references"}, "'mdoe'", "'mode'", "judge_samples, max_caption_chars, max_tries, mode, "
+                                                          "references, scoring"),
+    ("anycap", {"max_tries": 2, "tolerence": 10}, "'tolerence'", "'tolerance'",
+     "instruction_rule, judge_samples, max_caption_chars, max_tries, tolerance"),
+    ("gveval", {"dataset": "msvd_eval"}, "'dataset'", None, "judge_samples, max_caption_chars, max_tries, mode, "
+                                                              "references, scoring"),
+])
+def test_a_setting_the_judge_does_not_know_is_refused_with_the_ones_it_knows(judge, settings, named, suggested, known,
+                                                                              server, clips, tmp_path):
+    """Before, {"mdoe": "references"} was ignored and the item judged in frames mode, as if it had been heard."""
+    items = _items(judge, clips, list(GVEVAL_SCORES if judge == "gveval" else ANYCAP_GRADES))
+    for call in (lambda: judge_caption(judge, items[0], config=_config(server, tmp_path), settings=settings),
+                 lambda: judge_captions(judge, items, config=_config(server, tmp_path), settings=settings)):
+        with pytest.raises(JudgeInputError) as raised:
+            call()
+        message = str(raised.value)
+        assert message.startswith(f"settings: {named} is no setting of the {judge} judge"), message
+        assert (f"(did you mean {suggested}?)" in message) == (suggested is not None), message
+        assert message.endswith(f"; its settings: {known}") and not isinstance(raised.value, ItemError)
+    assert server.log == []
+
+
+def test_a_setting_the_environment_overrides_is_still_a_known_one(server, clips, tmp_path, monkeypatch):
+    """The judge's settings are the ones it reads with no environment: CAPJUDGE_GVEVAL_MODE, which wins over
+    `mode` as in a run, does not make `mode` unknown."""
+    server.reset(scripted)
+    monkeypatch.setenv("CAPJUDGE_GVEVAL_MODE", "frames")
+    (item,) = _items("gveval", clips, list(GVEVAL_SCORES)[:1])
+    judged = judge_caption("gveval", item, config=_config(server, tmp_path), settings={"mode": "references"})
+    _check_scores("gveval", judged, item["caption"])
+    assert len(server.log) == 1 and any(p["type"] == "image_url" for p in server.log[0].body["messages"][0]["content"])
+
+
 # ---------------------------------------------------------------------------------------------------------
 # Analysis: runs, leaderboard, correlation
 
