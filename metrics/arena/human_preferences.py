@@ -33,6 +33,7 @@ from capjudge.metrics.arena.errors import ArenaError
 from capjudge.metrics.arena.ratings import ArenaSettings
 from capjudge.metrics.arena.resampling import ratio_ci
 from capjudge.metrics.statistics.clusters import Clusters
+from capjudge.metrics.statistics.small_samples import ZERO_WIDTH_REASON, under_rule
 from capjudge.metrics.statistics.value_ci import ValueCI
 
 PairKey = tuple[str, int, int]  # (clip id, first candidate index, second candidate index), first < second
@@ -192,15 +193,23 @@ def _from_counts(pairs: HumanPairs, scorer: str, agree: np.ndarray, counted: np.
     clips = Clusters.of([p.clip for p in pairs.pairs])
     per_clip = [clips.sums(v) for v in (agree, counted, decided)]
 
-    # A clip bootstrap of the pairs of one clip resamples nothing: no interval is claimed from it, and it is said.
+    # The small-sample rule (capjudge.metrics.statistics.small_samples): pairs of too few clips, or a share every
+    # clip resample gives alike (100.0 [100.0, 100.0]), is the value alone, and it is said why.
     units = int((per_clip[1] > 0).sum())
-    no_interval = f"pairs of {units} clip: a clip bootstrap needs two or more" if units == 1 else ""
+    reasons: list[str] = []
 
     def interval(denominator: np.ndarray) -> ValueCI:
         figure = ratio_ci(per_clip[0], denominator, settings.n_resamples, settings.seed, settings.confidence)
-        return ValueCI(figure.value) if no_interval else figure
+        shown, reason = under_rule(figure, units, "clip")
+        said = reason if reason in ("", ZERO_WIDTH_REASON) else f"pairs {reason}"
+        if said and said not in reasons:
+            reasons.append(said)
+        return shown
 
-    return Agreement(scorer, interval(per_clip[1]), interval(per_clip[2]), n_pairs,
+    overall, decided_only = interval(per_clip[1]), interval(per_clip[2])
+    no_interval = "; ".join(reasons)
+
+    return Agreement(scorer, overall, decided_only, n_pairs,
                      int(round(float(counted.sum()))), ties, missing, no_interval)
 
 

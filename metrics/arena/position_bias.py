@@ -34,6 +34,7 @@ from capjudge.metrics.arena.battles import BattleTable, check_connected, check_m
 from capjudge.metrics.arena.errors import ArenaError
 from capjudge.metrics.arena.ratings import ArenaSettings
 from capjudge.metrics.arena.resampling import ratio_ci
+from capjudge.metrics.statistics.small_samples import ZERO_WIDTH_REASON, under_rule
 from capjudge.metrics.statistics.value_ci import ValueCI
 
 VERDICTS = ("A", "B", "tie")
@@ -121,12 +122,12 @@ def position_bias(verdicts: Sequence[OrderedVerdicts], judge: str = "judge",
 
     def interval(name: str, numerator: np.ndarray) -> ValueCI:
         figure = ratio_ci(numerator, valid, settings.n_resamples, settings.seed, settings.confidence)
-        if figure.ci_low is None or figure.ci_high is None:
-            return figure  # none drawn: no resamples asked for, or no pair judged in both orders
-        if units >= 2:
-            return figure
-        no_interval[name] = f"pairs judged in both orders on {units} item: an item bootstrap needs two or more"
-        return ValueCI(figure.value)
+        # The small-sample rule (capjudge.metrics.statistics.small_samples): too few items, or every resample
+        # giving the same share (1.00 [1.00, 1.00]), is the value alone and the reason.
+        shown, reason = under_rule(figure, units, "item")
+        if reason:
+            no_interval[name] = f"pairs judged in both orders {reason}" if reason != ZERO_WIDTH_REASON else reason
+        return shown
 
     totals = per_item.sum(axis=0).astype(int)
     return PositionBias(

@@ -8,7 +8,8 @@ warm start: the resampled optimum is near). A resample that draws no battle of s
 model's rating undefined: it is counted and left out of the percentiles.
 
 Two ratings get no interval, and say why (`no_interval`), rather than a bracket of zero width read as certainty:
-every rating when the battles come from fewer than two items (every resample is that item again), and the rating
+every rating when the battles come from fewer items than the small-sample rule asks (capjudge.metrics.statistics.
+small_samples: 5), and the rating
 of a model that won, or lost, every one of its battles. Such a model's maximum-likelihood strength is infinite:
 its finite value is set by the fit's tiny regularisation (FastChat's C = 1e6), not by the battles, and every
 resample says the same. Any other interval of zero width (every resample gives the model the same rating, as for
@@ -28,6 +29,7 @@ from capjudge.metrics.arena.bradley_terry import (ELO_SCALE_TEXT, BattleRows, de
                                                   fit_strengths_many)
 from capjudge.metrics.arena.errors import ArenaError
 from capjudge.metrics.arena.resampling import count_blocks, percentile_ci
+from capjudge.metrics.statistics.small_samples import too_few_units
 from capjudge.metrics.statistics.value_ci import ValueCI
 
 METHOD = (
@@ -140,8 +142,9 @@ def drop_zero_width(intervals: dict[str, ValueCI], no_interval: dict[str, str]) 
 def no_interval_reasons(table: BattleTable, n_items: int) -> dict[str, str]:
     """model -> why its rating gets no interval (see the module docstring): battles on fewer than two items, or
     a model that won or lost every one of its battles (its rating is the regularisation's)."""
-    if n_items < 2:
-        return dict.fromkeys(table.models, f"battles on {n_items} item: an item bootstrap needs two or more")
+    too_few = too_few_units(n_items, "item")  # the small-sample rule (capjudge.metrics.statistics.small_samples)
+    if too_few:
+        return dict.fromkeys(table.models, f"battles {too_few}")
     reasons = {}
     for m, model in enumerate(table.models):
         mine = [(p, i == m) for p, (i, j) in enumerate(table.pairs) if m in (i, j)]

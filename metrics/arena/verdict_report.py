@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from capjudge.judges.pairwise.record import ArenaHeader, PairRecord
+from capjudge.judges.pairwise.record import ArenaHeader, PairRecord, candidate_index
 from capjudge.judges.pairwise.verdicts import OVERALL
 from capjudge.metrics.arena.errors import ArenaError
 from capjudge.metrics.arena.position_bias import (
@@ -35,6 +35,12 @@ from capjudge.metrics.arena.position_bias import (
 from capjudge.metrics.arena.ratings import ArenaRatings, ArenaSettings, arena_ratings
 from capjudge.metrics.arena.style_control import StyleControlled, style_controlled
 
+# `capjudge arena --candidates`: "candidate 3" of one clip and of another are different captions by different
+# models, so a fit across clips would rank positions in a list, not models. The agreement with the raters'
+# preferences (`capjudge vatex --arena-verdicts`) is what such a file measures; its position bias stands.
+NO_CANDIDATE_RANKING = ("the pairs are a task's rated candidates (--candidates): a candidate is a model only within "
+                        "its clip, so there is no ranking across clips; the agreement with the raters' preferences "
+                        "(capjudge vatex --arena-verdicts) is this file's result")
 _POSITIONAL = {"A": "B", "B": "A", "tie": "tie"}  # b_first's model verdict -> the position it names
 
 
@@ -116,6 +122,9 @@ def _member(member: str, records: list[PairRecord], models: tuple[str, ...],
     for dimension in dimensions:
         verdicts = [ordered_verdicts(record, dimension) for record in records]
         bias = position_bias(verdicts, member, settings)
+        if all(candidate_index(model) is not None for model in models):
+            figures.append(DimensionFigures(dimension, bias, None, NO_CANDIDATE_RANKING))
+            continue
         try:
             table = verdict_battles(verdicts, member, models)
         except ArenaError as problem:
@@ -130,7 +139,9 @@ def _member(member: str, records: list[PairRecord], models: tuple[str, ...],
         tables.append((table.points, ratings))
         figures.append(DimensionFigures(dimension, bias, ratings))
     controlled, no_control = None, ""
-    if overall_table is None:
+    if all(candidate_index(model) is not None for model in models):
+        no_control = NO_CANDIDATE_RANKING
+    elif overall_table is None:
         no_control = figures[0].no_ratings
     else:
         try:

@@ -17,6 +17,7 @@ from capjudge.metrics.arena.verdict_report import (
     MemberReport,
     VerdictReport,
 )
+from capjudge.metrics.statistics.small_samples import MIN_UNITS
 from capjudge.metrics.statistics.value_ci import ValueCI
 
 SCHEMA = "capjudge-arena-report/1"
@@ -176,6 +177,7 @@ def report_markdown(report: VerdictReport) -> str:
         lines += ["No verdicts: the file holds no pairs.", ""]
     lines += ["### Method", "", POSITION_METHOD, "", RANKING_METHOD, "", LENGTH_METHOD, "",
               f"Intervals: {settings.confidence:.0%} percentile, item-clustered bootstrap ({settings.n_resamples} "
-              f"resamples of the items, each item's pairs kept together, seed {settings.seed}).", "",
+              f"resamples of the items, each item's pairs kept together, seed {settings.seed}); none from fewer "
+              f"than {MIN_UNITS} items or of zero width (the small-sample rule: README, Small samples).", "",
               f"Command: `{report.command.replace('`', chr(39))}`"]
     return "\n".join(lines) + "\n"

@@ -175,6 +175,7 @@ def result_details_json(result: CorrelationResult) -> dict[str, Any]:
             "n_resamples_defined": c.n_resamples,
             "n_resamples_undefined": c.n_undefined_resamples,
             "undefined_reason": c.undefined_reason,
+            "no_interval": c.no_interval,  # why no interval is shown (the small-sample rule), "" when one is
         }
     return details
 

@@ -42,6 +42,7 @@ from capjudge.metrics.statistics.correlation import (
     scipy_coefficient,
 )
 from capjudge.judges.datasets.vatex_eval import ANNOTATORS
+from capjudge.metrics.statistics.small_samples import withheld_reason
 from capjudge.metrics.statistics.value_ci import ValueCI
 
 EMSCORE = "emscore_per_annotator"
@@ -73,6 +74,7 @@ class ProtocolStatistic:
     per_annotator: tuple[float, ...] = ()  # the 3 values averaged into `value` (per-annotator protocols only)
     n_resamples: int = 0  # resamples where the coefficient was defined
     n_undefined_resamples: int = 0
+    no_interval: str = ""  # why the interval is not shown (the small-sample rule); "" when it is, or none was drawn
 
     @property
     def value_ci(self) -> ValueCI:
@@ -238,15 +240,21 @@ def _statistic(name: CoefficientName, design: ClusteredDesign, targets: list[Tar
     confidence = design.settings.confidence
     intervals = bootstrap_intervals(distribution, confidence)
     primary = choose_interval(intervals, design.settings.ci_method)
+    # The small-sample rule: from too few clips (2 clips gave a human ceiling of "59.0 [59.0, 80.4]"), or of
+    # zero width, the value alone and the reason.
+    reason = withheld_reason(ValueCI(value, *((primary.low, primary.high) if primary else (None, None))),
+                             design.n_clips, "clip")
+    shown = primary if primary and not reason else None
     return ProtocolStatistic(
         name=name,
         value=value,
-        ci_low=primary.low if primary else None,
-        ci_high=primary.high if primary else None,
-        interval=primary.method if primary else None,
+        ci_low=shown.low if shown else None,
+        ci_high=shown.high if shown else None,
+        interval=shown.method if shown else None,
         per_annotator=per_annotator,
         n_resamples=int(distribution.resampled.size),
         n_undefined_resamples=distribution.n_undefined,
+        no_interval=reason,
     )
 
 

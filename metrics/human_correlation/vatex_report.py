@@ -62,6 +62,7 @@ from capjudge.metrics.human_correlation.vatex_protocols import (
 )
 from capjudge.metrics.statistics.correlation import BootstrapSettings
 from capjudge.metrics.statistics.length_bias import ExcessLengthBias, LengthBiasError, excess_length_bias
+from capjudge.metrics.statistics.small_samples import ZERO_WIDTH_REASON
 from capjudge.metrics.statistics.value_ci import ValueCI
 
 DEFAULT_METRIC = "gveval_mean"
@@ -359,6 +360,7 @@ def report_to_table(report: VatexReport) -> str:
         *_baseline_table(report),
         f"{_TABLE_LABELS[ceiling.protocol]}: "
         + "  ".join(f"{_COEFFICIENT_LABELS[s.name]} {_cell(s)}" for s in ceiling.statistics),
+        *_no_interval_lines(report),
         "",
         *(f"- {p.description} ({p.n_rows:,} rows per coefficient)" for p in (*report.scorers[0].protocols, ceiling)),
     ]
@@ -371,14 +373,25 @@ def report_to_table(report: VatexReport) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _no_interval_lines(report: VatexReport) -> list[str]:
+    """Why coefficients are shown without their interval (the small-sample rule), each reason once."""
+    statistics = [s for p in (*(p for s in report.scorers for p in s.protocols), report.human_ceiling)
+                  for s in p.statistics]
+    return [f"No interval: {reason}." for reason in dict.fromkeys(s.no_interval for s in statistics if s.no_interval)]
+
+
 def _length_bias_lines(bias: ExcessLengthBias) -> list[str]:
     def slope(figure: ValueCI) -> str:
         with_ci = figure.ci_low is not None and figure.ci_high is not None
         return f"{figure.value:+.3f}" + (f" [{figure.ci_low:+.3f}, {figure.ci_high:+.3f}]" if with_ci else "")
 
     excess = bias.value_ci
+    # A zero-width interval (every resample gives one excess: the scorer's slope is the raters', to rounding) is no
+    # interval under the small-sample rule; at 0 it still shows no excess, and says why there is no bracket.
+    level = excess.ci_low is not None or (bias.no_interval == ZERO_WIDTH_REASON and abs(excess.value) < 1e-9)
     verdict = ("the scorer rewards length beyond the raters" if excess.ci_low is not None and excess.ci_low > 0 else
-               "no excess length bias shown" if excess.ci_low is not None else "no interval (no resamples)")
+               "no excess length bias shown" + (f" ({bias.no_interval})" if bias.no_interval else "") if level else
+               f"no interval ({bias.no_interval or 'no resamples'})")
     return [
         "Length bias (within-clip slope on standardised log words; scores in SD units; "
         f"{bias.judge.n_candidates:,} candidates, {bias.judge.n_clusters:,} clips):",

@@ -28,6 +28,7 @@ from capjudge.metrics.statistics.bootstrap import (
 )
 from capjudge.metrics.statistics.correlation import MAX_RESAMPLES, MAX_SEED, check_count, check_level
 from capjudge.metrics.statistics.reply_bootstrap import ReplySet, two_level_draws, two_level_interval
+from capjudge.metrics.statistics.small_samples import is_zero_width, too_few_units
 from capjudge.metrics.statistics.value_ci import ValueCI
 
 
@@ -67,7 +68,7 @@ class LeaderboardSettings:
 @dataclass(frozen=True)
 class Estimate:
     """A metric's value for one model: mean over the items with a value, and its CI (None when it cannot be
-    computed: fewer than 2 items, no resamples, or no per-sample log); two-level when the items' values are
+    computed: fewer than 5 items or zero width, the small-sample rule; no resamples; or no per-sample log); two-level when the items' values are
     means of k > 1 judge replies (then `noise_share` says how much of its width is judge noise)."""
 
     value: float | None
@@ -128,18 +129,21 @@ def mean_estimate(values: np.ndarray, settings: LeaderboardSettings, replies: np
 def _two_level_interval(
     values: np.ndarray, reply_sets: Sequence[ReplySet], settings: LeaderboardSettings
 ) -> tuple[float, float, float] | None:
-    if values.size < 2 or settings.n_resamples < 2:
+    if too_few_units(values.size) or settings.n_resamples < 2:  # the small-sample rule
         return None
     draws = two_level_draws(values, reply_sets, settings.n_resamples, np.random.default_rng(settings.seed))
     if draws is None:
         return None
     low, high, share = two_level_interval(draws, settings.confidence)
     estimate = float(values.mean())
-    return min(low, estimate), max(high, estimate), share
+    low, high = min(low, estimate), max(high, estimate)
+    return None if is_zero_width(low, high) else (low, high, share)
 
 
 def _bootstrap_mean_interval(values: np.ndarray, settings: LeaderboardSettings) -> tuple[float, float] | None:
-    if values.size < 2 or settings.n_resamples < 2:
+    # The small-sample rule (capjudge.metrics.statistics.small_samples): no interval from fewer than 5 items, nor
+    # one of zero width (two models equal on every item gave '+0.0 [+0.0, +0.0]').
+    if too_few_units(values.size) or settings.n_resamples < 2:
         return None
     rng = np.random.default_rng(settings.seed)
     # Bounded memory: resample in chunks of rows; one generator keeps the draws identical to one big matrix.
@@ -154,7 +158,8 @@ def _bootstrap_mean_interval(values: np.ndarray, settings: LeaderboardSettings) 
         return None
     # Percentiles of a constant sample can differ from the mean by round-off; keep the estimate inside.
     estimate = distribution.estimate
-    return min(interval.low, estimate), max(interval.high, estimate)
+    low, high = min(interval.low, estimate), max(interval.high, estimate)
+    return None if is_zero_width(low, high) else (low, high)
 
 
 def paired_comparison(

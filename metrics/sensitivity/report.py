@@ -23,6 +23,7 @@ import numpy as np
 
 from capjudge.metrics.sensitivity.perturbations import Perturbation, changes_nothing
 from capjudge.metrics.sensitivity.shifts import DEFAULT_RESAMPLES, ShiftResult, paired_shift
+from capjudge.metrics.statistics.small_samples import MIN_UNITS, ZERO_WIDTH_REASON, is_zero_width, plural
 
 # Directions a judge also satisfies by not moving ("not_up": staying put is sound); see shifts.py.
 _LENIENT = frozenset({"not_up", "not_down"})
@@ -34,9 +35,10 @@ _SIGN = {"down": -1, "not_up": -1, "up": 1, "not_down": 1}
 FORMAT_VERSION = 2
 NO_CHANGED_VARIANT = "no variant changed its caption"
 NO_PAIR_JUDGED = "no pair judged on both sides"
-# A clip-clustered interval from one clip is no interval: every resample draws that clip, the CI has width 0
-# and any non-zero shift would read as a verdict. Below this many clips a row keeps no shift and says why.
-MIN_CLIPS_FOR_VERDICT = 2
+# The small-sample rule (capjudge.metrics.statistics.small_samples): from fewer clips a clip-clustered interval is
+# a handful of resample values (two clips gave "-1.83 [-2.00, -1.66]" and a pass), and a verdict read off it is
+# none. Below this many clips a row keeps no shift and says why.
+MIN_CLIPS_FOR_VERDICT = MIN_UNITS
 
 
 @dataclass(frozen=True)
@@ -88,8 +90,8 @@ class SensitivityRow:
         if self.shift is not None:
             return None
         if self.n_clips_judged:
-            return (f"only {self.n_clips_judged} clip with a changed pair judged on both sides: a verdict needs "
-                    f"at least {MIN_CLIPS_FOR_VERDICT}")
+            return (f"only {plural(self.n_clips_judged, 'clip')} with a changed pair judged on both sides: a verdict "
+                    f"needs at least {MIN_CLIPS_FOR_VERDICT}")
         return NO_PAIR_JUDGED if self.n_left_out else NO_CHANGED_VARIANT
 
 
@@ -207,7 +209,20 @@ def sensitivity_rows(
 
 
 def _number(value: float | None, digits: int = 2) -> str:
-    return "n/a" if value is None else f"{value:+.{digits}f}"
+    """`+1.25`; a value that is not 0 never prints as `+0.00` (then two significant digits): the verdict reads the
+    sign of the interval's ends, and `[+0.00, +82]` read as "wrong direction" beside `[-0.01, +82]`, "no effect"."""
+    if value is None:
+        return "n/a"
+    text = f"{value:+.{digits}f}"
+    return f"{value:+.2g}" if value != 0 and float(text) == 0 else text
+
+
+def _shift_cell(shift: ShiftResult) -> str:
+    """The mean shift and its CI; a zero-width CI (every clip resample gives one shift, e.g. no score moved) is
+    the value alone and says so, as the small-sample rule asks of every interval."""
+    if is_zero_width(shift.interval.low, shift.interval.high):
+        return f"{_number(shift.mean_shift)} (no interval: {ZERO_WIDTH_REASON})"
+    return f"{_number(shift.mean_shift)} [{_number(shift.interval.low)}, {_number(shift.interval.high)}]"
 
 
 def markdown(report: SensitivityReport, command: str = "") -> str:
@@ -248,8 +263,8 @@ def markdown(report: SensitivityReport, command: str = "") -> str:
                              f"| | | | | {_pairs(0, row)} |")
                 continue
             lines.append(
-                f"| {row.perturbation} | {row.dimension} | {shift.expected} | {_number(shift.mean_shift)} "
-                f"[{_number(shift.interval.low)}, {_number(shift.interval.high)}] | {row.share_sound:.0%} | "
+                f"| {row.perturbation} | {row.dimension} | {shift.expected} | {_shift_cell(shift)} | "
+                f"{row.share_sound:.0%} | "
                 f"{shift.share_wrong_way:.0%} | {shift.verdict} | {'yes' if shift.passed else 'NO'} | "
                 f"{_pairs(shift.n_candidates, row)} |")
         failed = report.failed_perturbations(scorer)

@@ -31,6 +31,7 @@ from capjudge.metrics.statistics.correlation import (
     choose_interval,
     correlate_pairs,
 )
+from capjudge.metrics.statistics.small_samples import under_rule
 from capjudge.metrics.statistics.value_ci import ValueCI
 
 AlphaLevel = Literal["interval", "ordinal"]
@@ -53,7 +54,8 @@ class AlphaResult:
 
     @property
     def value_ci(self) -> ValueCI:
-        return ValueCI(self.value, self.ci_low, self.ci_high)
+        """Alpha with its interval, under the small-sample rule (too few items or zero width: alpha alone)."""
+        return under_rule(ValueCI(self.value, self.ci_low, self.ci_high), self.n_items, "item")[0]
 
 
 # Who the two raters of a pair are: annotators by their column, judges (a panel's members) by name.

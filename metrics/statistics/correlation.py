@@ -1,8 +1,8 @@
 """Judge-human correlation: Pearson, Spearman, Kendall tau-b and tau-c with item-level bootstrap intervals.
 
-Point estimates and p-values come straight from scipy.stats on the (judge, human) pairs, so they match the
-published G-VEval tables, which call ``scipy.stats.kendalltau(variant=...)`` on the same pairs. Intervals
-come from :mod:`capjudge.metrics.statistics.bootstrap` (items resampled, an item's pairs kept together).
+Point estimates and p-values are scipy.stats' on the (judge, human) pairs, as in the published G-VEval tables
+(``kendalltau(variant=...)``). Intervals: :mod:`capjudge.metrics.statistics.bootstrap` (items resampled, an item's
+pairs together), under the small-sample rule (:mod:`capjudge.metrics.statistics.small_samples`).
 
 Several annotators per item are handled in one of two ways, chosen per call:
 
@@ -12,10 +12,9 @@ Several annotators per item are handled in one of two ways, chosen per call:
   the bootstrap interval, which resamples items.
 * ``mean``: annotators' scores are averaged per item, one pair per item.
 
-Missing values (None or NaN) are dropped pairwise and counted in :class:`MissingCounts`; a value that is no
-plausible score (not a number, infinite, beyond ±MAX_SCORE_MAGNITUDE) is an error naming the item, from a list
-or a numpy array alike. An undefined coefficient (too few pairs, a constant input) has ``value=None`` and an
-``undefined_reason``, never a bare NaN.
+Missing values (None, NaN) are dropped pairwise and counted (:class:`MissingCounts`); no plausible score (not a
+number, infinite, beyond ±MAX_SCORE_MAGNITUDE) is an error naming the item, from a list or a numpy array alike.
+An undefined coefficient (too few pairs, a constant input) has ``value=None`` and an ``undefined_reason``.
 """
 
 from __future__ import annotations
@@ -38,6 +37,7 @@ from capjudge.metrics.statistics.bootstrap import (
     bootstrap_intervals,
     draw_item_indices,
 )
+from capjudge.metrics.statistics.small_samples import withheld_reason
 from capjudge.metrics.statistics.value_ci import ValueCI
 
 AnnotatorMode = Literal["expand", "mean"]
@@ -47,9 +47,8 @@ CiMethod = Literal["bca", "percentile"]
 DEFAULT_RESAMPLES = 1000
 DEFAULT_CONFIDENCE = 0.95
 MIN_PAIRS = 3
-# 2**53, as for run logs (capjudge.metrics.files.values): beyond it a float no longer holds every integer, no rating
-# or caption metric comes near it, and sums and squares over millions of items stay finite. A score past it
-# is a broken value (-1e308 turns a mean into -inf and an interval into [nan, nan]).
+# 2**53, as for run logs (capjudge.metrics.files.values): beyond it a float no longer holds every integer, no score
+# comes near it, and sums and squares stay finite. A score past it is a broken value (-1e308: a mean of -inf).
 MAX_SCORE_MAGNITUDE = 2.0**53
 # `capjudge correlate --bootstrap N --seed S`'s bounds (capjudge.tasks.cli.bounds says why; this layer cannot import
 # it, a test pins them equal), so the Python API refuses what the command refuses.
@@ -129,6 +128,7 @@ class Coefficient:
     intervals: tuple[Interval, ...] = ()
     n_resamples: int = 0  # resamples with a defined value
     n_undefined_resamples: int = 0
+    no_interval: str = ""  # why no interval is shown (the small-sample rule: too few items, or zero width)
 
     @property
     def defined(self) -> bool:
@@ -173,9 +173,7 @@ class PairSet:
     item_ids: tuple[str, ...] = field(default=())  # ids of the items used, in compacted order
 
 
-# ---------------------------------------------------------------------------------------------------------
-# Input normalisation
-# ---------------------------------------------------------------------------------------------------------
+# Input normalisation -----------------------------------------------------------------------------------
 
 
 def checked_score(value: Any, where: str, error: type[Exception] = ScoreValueError) -> float:
@@ -425,6 +423,9 @@ def _coefficient(name: CoefficientName, pairs: PairSet, reason: str | None, indi
     if name == "pearson" and n > 3:
         intervals.append(fisher_z_interval(pairs.judge, pairs.human, settings.confidence))
     primary = choose_interval(intervals, settings.ci_method)
+    # The small-sample rule: from too few items (2 gave a tau-b of 0.5774 with ci_low = ci_high), or of zero width.
+    no_interval = withheld_reason(ValueCI(value, primary.low, primary.high), n_items) if primary else ""
+    primary, intervals = (None, []) if no_interval else (primary, intervals)  # shown nowhere, the JSON included
     return Coefficient(
         name=name,
         value=value,
@@ -436,8 +437,7 @@ def _coefficient(name: CoefficientName, pairs: PairSet, reason: str | None, indi
         n_items=n_items,
         intervals=tuple(intervals),
         n_resamples=int(distribution.resampled.size) if distribution else 0,
-        n_undefined_resamples=distribution.n_undefined if distribution else 0,
-    )
+        n_undefined_resamples=distribution.n_undefined if distribution else 0, no_interval=no_interval)
 
 
 def choose_interval(intervals: Sequence[Interval], preferred: str) -> Interval | None:

@@ -18,6 +18,7 @@ import numpy as np
 
 from capjudge.metrics.files.runs import read_runs
 from capjudge.metrics.statistics.bootstrap import draw_item_indices
+from capjudge.metrics.statistics.small_samples import under_rule
 from capjudge.metrics.statistics.value_ci import ValueCI
 
 
@@ -109,9 +110,11 @@ def judge_agreement(first: Mapping[str, Mapping[str, float]], second: Mapping[st
         differences = b - a
         draws = differences[draw_item_indices(len(items), n_resamples, seed)].mean(axis=1) if n_resamples else None
         low, high = (np.percentile(draws, [2.5, 97.5]) if draws is not None else (None, None))
+        # The small-sample rule: too few items, or every resample the same difference, is the difference alone.
+        difference = under_rule(ValueCI(float(differences.mean()), None if low is None else float(low),
+                                        None if high is None else float(high)), len(items), "item")[0]
         results.append(ModelAgreement(model, len(items), found["kendall_b"].value_ci, found["spearman"].value_ci,
-                                      ValueCI(float(differences.mean()), None if low is None else float(low),
-                                              None if high is None else float(high)),
+                                      difference,
                                       float(a.mean()), float(b.mean())))
     sign = -1.0 if higher_is_better else 1.0
     first_ranking = tuple(r.model for r in sorted(results, key=lambda r: sign * r.first_mean))

@@ -23,6 +23,7 @@ import numpy as np
 
 from capjudge.metrics.statistics.bootstrap import BootstrapDistribution, Interval, percentile_interval
 from capjudge.metrics.statistics.clusters import ClusterError, Clusters
+from capjudge.metrics.statistics.small_samples import under_rule
 from capjudge.metrics.statistics.value_ci import ValueCI
 
 DEFAULT_RESAMPLES = 1000
@@ -44,7 +45,13 @@ class LengthSlope:
 
     @property
     def value_ci(self) -> ValueCI:
-        return _value_ci(self.slope, self.interval)
+        """The slope with its interval, under the small-sample rule (few clips, zero width: the slope alone)."""
+        return under_rule(_value_ci(self.slope, self.interval), self.n_clusters, "clip")[0]
+
+    @property
+    def no_interval(self) -> str:
+        """Why `value_ci` has no interval under the small-sample rule ("" when it has one, or had none)."""
+        return under_rule(_value_ci(self.slope, self.interval), self.n_clusters, "clip")[1]
 
 
 @dataclass(frozen=True)
@@ -59,8 +66,12 @@ class ExcessLengthBias:
 
     @property
     def value_ci(self) -> ValueCI:
-        """The excess with its paired interval."""
-        return _value_ci(self.excess, self.interval)
+        """The excess with its paired interval, under the small-sample rule."""
+        return under_rule(_value_ci(self.excess, self.interval), self.judge.n_clusters, "clip")[0]
+
+    @property
+    def no_interval(self) -> str:
+        return under_rule(_value_ci(self.excess, self.interval), self.judge.n_clusters, "clip")[1]
 
 
 def _value_ci(value: float, interval: Interval | None) -> ValueCI:

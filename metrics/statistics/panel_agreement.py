@@ -27,6 +27,7 @@ from capjudge.metrics.statistics.annotator_agreement import (
     annotator_agreement,
 )
 from capjudge.metrics.statistics.correlation import DEFAULT_SETTINGS, BootstrapSettings, Coefficient
+from capjudge.metrics.statistics.small_samples import is_zero_width, too_few_units
 from capjudge.metrics.statistics.value_ci import ValueCI
 
 
@@ -76,16 +77,16 @@ def _offset(member: str, values: np.ndarray, panel: np.ndarray, settings: Bootst
     if n == 0:
         return MemberOffset(member, ValueCI(None))
     mean = float(differences.mean())
-    if settings.n_resamples <= 0 or n < 2:
+    # The small-sample rule (capjudge.metrics.statistics.small_samples): from too few items, or when every item has
+    # the same offset (a zero-width interval; BCa is undefined there too), the offset alone.
+    if settings.n_resamples <= 0 or too_few_units(n) or np.ptp(differences) == 0:
         return MemberOffset(member, ValueCI(mean))
-    if np.ptp(differences) == 0:  # every item the same offset: no spread to resample (BCa is undefined there)
-        return MemberOffset(member, ValueCI(mean, mean, mean))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", category=stats.DegenerateDataWarning)
         interval = stats.bootstrap((differences,), np.mean, n_resamples=settings.n_resamples,
                                    confidence_level=settings.confidence, method="BCa",
                                    rng=np.random.default_rng(settings.seed)).confidence_interval
     low, high = float(interval.low), float(interval.high)
-    if not (math.isfinite(low) and math.isfinite(high)):
+    if not (math.isfinite(low) and math.isfinite(high)) or is_zero_width(low, high):
         return MemberOffset(member, ValueCI(mean))
     return MemberOffset(member, ValueCI(mean, low, high))

@@ -32,6 +32,7 @@ from capjudge.judges.record import JudgedRecord, judge_name_of_run, replies_of, 
 from capjudge.metrics.files.runs import task_samples_files
 from capjudge.metrics.files.task_run import read_records
 from capjudge.metrics.statistics.bootstrap import BootstrapDistribution, bca_interval, draw_item_indices
+from capjudge.metrics.statistics.small_samples import under_rule
 from capjudge.metrics.statistics.value_ci import ValueCI
 
 
@@ -182,7 +183,8 @@ def retest_statistics(matrix: np.ndarray, *, score: str = "score", left_out: int
         leave_one_out = jackknife[:, position][np.isfinite(jackknife[:, position])]
         found = bca_interval(BootstrapDistribution(point[position], resampled, leave_one_out,
                                                    n_resamples - resampled.size), confidence)
-        return ValueCI(point[position], found.low, found.high) if found else ValueCI(point[position])
+        figure = ValueCI(point[position], found.low, found.high) if found else ValueCI(point[position])
+        return under_rule(figure, n, "item")[0]  # the small-sample rule: too few items or zero width, value alone
 
     noise, needed = replies_needed(matrix, share)
     return RetestReport(score, n, k, left_out, interval(0), interval(1), interval(2), interval(3), noise, needed, share)

@@ -434,12 +434,13 @@ def test_sensitivity_judges_every_variant_with_the_configured_judge_and_reruns_f
                         "HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1"}.items():
         monkeypatch.setenv(name, value)
     monkeypatch.delenv("CAPJUDGE_PANEL", raising=False)
-    arguments = dict(captions=DEMO / "captions_good.jsonl", perturbations=["padding", "truncation"], limit=2,
+    # 5 items: the small-sample rule's floor for a shift and its verdict (issue #60; 2 items gave a verdict).
+    arguments = dict(captions=DEMO / "captions_good.jsonl", perturbations=["padding", "truncation"], limit=5,
                      resamples=200)
     report = run_sensitivity("gveval_demo", **arguments)
     counts = report.counts
-    assert (counts.items, counts.perturbations, counts.unjudged) == (2, 2, 0)
-    assert counts.requests == counts.judgments == len(server.log) == 6
+    assert (counts.items, counts.perturbations, counts.unjudged) == (5, 2, 0)
+    assert counts.requests == counts.judgments == len(server.log) == 15
     (scorer,) = report.scorers
     for item in report.items:
         for caption in (item.original, *item.variants):
@@ -450,7 +451,7 @@ def test_sensitivity_judges_every_variant_with_the_configured_judge_and_reruns_f
     assert "padding" in sensitivity_table(report)
 
     again = run_sensitivity("gveval_demo", **arguments)
-    assert (again.counts.requests, again.counts.cache_hits, len(server.log)) == (0, 6, 6)
+    assert (again.counts.requests, again.counts.cache_hits, len(server.log)) == (0, 15, 15)
     shifts = [[(row.perturbation, row.dimension, row.shift and row.shift.mean_shift) for row in each.rows]
               for each in (report, again)]
     assert shifts[0] == shifts[1] and any(shift for _, _, shift in shifts[0])

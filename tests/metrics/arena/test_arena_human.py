@@ -152,7 +152,13 @@ def test_an_agreement_from_the_pairs_of_one_clip_has_no_interval_and_says_why():
     verdicts = {("c1", 0, 1): "A"}  # c1's first pair only: the others are missing
     found = verdict_agreement(human_pairs(HAND), verdicts, "pairwise judge", ArenaSettings(n_resamples=200, seed=1))
     assert found.with_ties.value == 1.0 and found.with_ties.ci_low is None and found.without_ties.ci_low is None
-    assert found.no_interval == "pairs of 1 clip: a clip bootstrap needs two or more"
+    assert found.no_interval == "pairs from 1 clip: capjudge shows an interval from 5 clips or more"  # the small-sample rule
     both = verdict_agreement(human_pairs(HAND), {("c1", 0, 1): "A", ("c2", 0, 1): "B", ("c2", 0, 2): "A"},
                              "pairwise judge", ArenaSettings(n_resamples=200, seed=1))
-    assert both.no_interval == "" and both.with_ties.ci_low is not None  # two clips: an interval, as before
+    assert both.with_ties.ci_low is None  # two clips: below the small-sample rule's floor since issue #60
+    assert both.no_interval == "pairs from 2 clips: capjudge shows an interval from 5 clips or more"
+    # Five clips, the judge right on some and wrong on others: an interval with width, as before.
+    five = sum((_candidates(f"c{k}", [(5, 5, 4), (3, 4, 4), (4, 4, 3)]) for k in range(1, 6)), [])
+    verdicts = {(f"c{k}", 0, 1): "AB"[k % 2] for k in range(1, 6)} | {(f"c{k}", 0, 2): "A" for k in range(1, 6)}
+    enough = verdict_agreement(human_pairs(five), verdicts, "pairwise judge", ArenaSettings(n_resamples=200, seed=1))
+    assert enough.no_interval == "" and enough.with_ties.ci_low < enough.with_ties.value < enough.with_ties.ci_high

@@ -19,7 +19,8 @@ from capjudge.metrics.arena.position_bias import (
     verdict_battles,
 )
 from capjudge.metrics.arena.ratings import ArenaSettings, arena_ratings
-from capjudge.metrics.arena.style_control import style_controlled
+from capjudge.metrics.arena.style_control import LengthNotIdentified, style_controlled
+from capjudge.metrics.statistics.small_samples import ZERO_WIDTH_REASON
 from capjudge.metrics.statistics.bootstrap import draw_item_indices
 from tests.metrics.arena.test_arena_ratings import newton_logistic
 
@@ -44,7 +45,9 @@ def _fair(item, shown_first, shown_second):
 def test_an_always_first_judge_is_never_consistent_and_at_the_first_position_extreme():
     bias = position_bias(_judge(lambda *_: "A"), "first-lover", ArenaSettings(n_resamples=200))
     assert bias.consistency.value == 0.0 and bias.flipped.value == 1.0 and bias.fairness.value == -1.0
-    assert (bias.consistency.ci_low, bias.consistency.ci_high) == (0.0, 0.0)
+    # Every resample gives 0: a zero-width interval, shown as the value alone with its reason (issue #60 item 3).
+    assert (bias.consistency.ci_low, bias.consistency.ci_high) == (None, None)
+    assert bias.no_interval["consistency"] == ZERO_WIDTH_REASON
     assert bias.n_primacy == bias.n_pairs == 90 and bias.inconsistent_ties == 90 and bias.n_failed == 0
     table = verdict_battles(_judge(lambda *_: "A"), "first-lover")
     assert np.all(table.points == 0.5)  # every flipped verdict is a tie for the ranking
@@ -187,11 +190,19 @@ def test_the_length_controlled_ranking_undoes_a_length_loving_judge():
     assert controlled.length_scale == pytest.approx(scale)
 
 
-def test_a_fair_judge_keeps_its_ranking_under_length_control():
+def test_a_fair_judge_s_battles_cannot_separate_length_from_the_models():
+    """The strong model won and the weak lost every battle: length and the models cannot be told apart, so there
+    is no length-controlled ranking and no length effect (issue #60 item 1: a fair judge got a gamma of 595
+    [564, 1569] Elo points); the raw ranking is the judge's."""
     verdicts = _judge(_fair)
     words = {(f"item{k}", m): _words(k, m) for k in range(30) for m in MODELS}
-    controlled = style_controlled(verdict_battles(verdicts, "fair", MODELS), words, ArenaSettings(n_resamples=0))
-    assert controlled.ranking == ("strong", "middle", "weak")
+    with pytest.raises(LengthNotIdentified) as raised:
+        style_controlled(verdict_battles(verdicts, "fair", MODELS), words, ArenaSettings(n_resamples=0))
+    assert str(raised.value) == ("the length effect is not identified: every battle is decided by the models "
+                                 "('weak' lost all of its battles, 'strong' won all of its battles), so none can "
+                                 "measure length; no length effect is claimed")
+    assert arena_ratings(verdict_battles(verdicts, "fair", MODELS), ArenaSettings(n_resamples=0)).ranking == (
+        "strong", "middle", "weak")
 
 
 def test_a_battle_without_a_caption_length_is_refused_naming_item_and_model():
@@ -219,21 +230,18 @@ def test_the_length_controlled_intervals_follow_the_raw_ratings_rules():
     one_item = [OrderedVerdicts("i1", "x", "y", "A", "B"), OrderedVerdicts("i1", "y", "z", "A", "B"),
                 OrderedVerdicts("i1", "x", "z", "A", "B")]
     words = {("i1", "x"): 5, ("i1", "y"): 12, ("i1", "z"): 30}
-    controlled = style_controlled(verdict_battles(one_item, "judge"), words, ArenaSettings(n_resamples=200, seed=1))
-    assert all(figure.ci_low is None and figure.ci_high is None for figure in controlled.ratings.values())
-    assert controlled.gamma.ci_low is None
-    assert set(controlled.no_interval) == {"x", "y", "z"}
-    assert controlled.no_gamma_interval == "battles on 1 item: an item bootstrap needs two or more"
+    # Since issue #60: from fewer than 5 items neither intervals nor a length effect at all (the small-sample rule).
+    with pytest.raises(LengthNotIdentified, match=r"^the length effect is not identified: battles from 1 item: "):
+        style_controlled(verdict_battles(one_item, "judge"), words, ArenaSettings(n_resamples=200, seed=1))
     verdicts = _judge(_fair)
     words = {(f"item{k}", m): _words(k, m) for k in range(30) for m in MODELS}
     table = verdict_battles(verdicts, "fair", MODELS)
     raw = arena_ratings(table, ArenaSettings(n_resamples=100, seed=2))
-    controlled = style_controlled(table, words, ArenaSettings(n_resamples=100, seed=2))
     regularised = {model for model, reason in raw.no_interval.items() if "every one of its battles" in reason}
     assert regularised == {"strong", "weak"}  # won, lost every battle (the middle one's raw interval is zero-width)
-    for model in regularised:
-        assert controlled.ratings[model].ci_low is None
-        assert controlled.no_interval[model] == raw.no_interval[model]
+    # Since issue #60: such models leave the length effect unidentified: no controlled rating at all.
+    with pytest.raises(LengthNotIdentified, match="'strong' won all of its battles"):
+        style_controlled(table, words, ArenaSettings(n_resamples=100, seed=2))
 
 
 def test_a_share_from_pairs_on_one_item_has_no_interval_and_says_why():
@@ -242,8 +250,9 @@ def test_a_share_from_pairs_on_one_item_has_no_interval_and_says_why():
     one_item = [OrderedVerdicts("i1", "x", "y", "A", "B"), OrderedVerdicts("i1", "y", "z", "A", "A")]
     bias = position_bias(one_item, "judge", ArenaSettings(n_resamples=200, seed=1))
     assert all(figure.ci_low is None for figure in (bias.consistency, bias.fairness, bias.flipped))
-    assert bias.no_interval == dict.fromkeys(
-        ("consistency", "fairness", "flipped"), "pairs judged in both orders on 1 item: an item bootstrap needs two or more")
+    assert bias.no_interval == dict.fromkeys(  # the small-sample rule's floor (5 items) since issue #60
+        ("consistency", "fairness", "flipped"),
+        "pairs judged in both orders from 1 item: capjudge shows an interval from 5 items or more")
     mixed = position_bias([OrderedVerdicts(item, a, b, ("A", "B")[k % 2], ("A", "A", "B")[k % 3])
                            for k, (item, a, b) in enumerate(_pairs(25))], "mixed", ArenaSettings(n_resamples=200))
     assert mixed.no_interval == {} and mixed.consistency.ci_low < mixed.consistency.ci_high  # real ones kept

@@ -191,7 +191,7 @@ def test_battles_on_one_shared_item_count_that_item_and_claim_no_interval():
     fitted = arena_ratings(score_battles(scores), ArenaSettings(n_resamples=50))
     assert (fitted.n_battles, fitted.n_items) == (1, 1)
     assert all(fitted.ratings[m].ci_low is None for m in scores)
-    assert set(fitted.no_interval.values()) == {"battles on 1 item: an item bootstrap needs two or more"}
+    assert set(fitted.no_interval.values()) == {"battles from 1 item: capjudge shows an interval from 5 items or more"}
 
 
 @pytest.mark.parametrize("case", ["ties", "separated", "covariate", "unused rows"])

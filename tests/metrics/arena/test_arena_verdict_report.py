@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 from capjudge.judges.pairwise.record import read_arena_file
 from capjudge.metrics.arena.bradley_terry import RIDGE
+from capjudge.metrics.statistics.small_samples import ZERO_WIDTH_REASON
 
 from tests.support.arena_runs import arena, caption_flags
 from tests.support.harness_runs import judge_server
@@ -116,16 +117,20 @@ def test_an_always_first_judge_is_named_at_the_first_position_extreme(judged):
     assert (n, consistent, primacy, recency, flipped) == (30, 0, 30, 0, 30)
     for dimension in ("overall", *GVEVAL_DIMENSIONS[:-1]):
         bias = run.member["position_bias"][dimension]
-        assert bias["position_consistency"] == {"value": 0.0, "ci_low": 0.0, "ci_high": 0.0}
-        assert bias["preference_fairness"] == {"value": -1.0, "ci_low": -1.0, "ci_high": -1.0}
-        assert bias["order_flipped_share"] == {"value": 1.0, "ci_low": 1.0, "ci_high": 1.0}
+        # Every resample gives the same shares: zero-width intervals, so the values alone and the reason (the
+        # small-sample rule, issue #60 item 3: '1.00 [1.00, 1.00]' read as "its CI excludes 0").
+        assert bias["position_consistency"] == {"value": 0.0, "ci_low": None, "ci_high": None}
+        assert bias["preference_fairness"] == {"value": -1.0, "ci_low": None, "ci_high": None}
+        assert bias["order_flipped_share"] == {"value": 1.0, "ci_low": None, "ci_high": None}
+        assert bias["no_interval"] == dict.fromkeys(("consistency", "fairness", "flipped"), ZERO_WIDTH_REASON)
         assert (bias["pairs"], bias["primacy_preferred"], bias["order_flipped"]) == (30, 30, 30)
     ranking = run.member["ranking"]["overall"]
     # Every verdict flipped: every pair a position-inconsistent tie, said, and no model ahead of another.
     assert (ranking["battles"], ranking["ties"], ranking["position_inconsistent_ties"], ranking["order_flipped"]) \
         == (30, 30, 30, 30)
     assert all(abs(e["value"] - 1000.0) < 1e-6 for e in ranking["elo"].values())
-    assert "| overall | 30 | 0 | 0.00 [0.00, 0.00] | -1.00 [-1.00, -1.00] | 1.00 [1.00, 1.00] | 30 |" in run.done.stdout
+    assert "| overall | 30 | 0 | 0.00 | -1.00 | 1.00 | 30 |" in run.done.stdout
+    assert f"No interval for overall position consistency: {ZERO_WIDTH_REASON}." in run.done.stdout
     # The summary's row is still the last row that starts with the judge's name (the report's rows do not).
     assert [line for line in run.done.stdout.splitlines() if line.startswith("| judge | ")][-1] == \
         "| judge | 30 | 30 | 30 | 0 | 60 | 0 |"
@@ -141,8 +146,9 @@ def test_a_fair_judge_is_consistent_and_its_ranking_is_an_independent_logistic_f
     run = judged("fair")
     assert _counted(run.records) == (30, 30, 0, 0, 0)
     bias = run.member["position_bias"]["overall"]
-    assert bias["position_consistency"] == {"value": 1.0, "ci_low": 1.0, "ci_high": 1.0}
-    assert bias["preference_fairness"] == {"value": 0.0, "ci_low": 0.0, "ci_high": 0.0}
+    assert bias["position_consistency"] == {"value": 1.0, "ci_low": None, "ci_high": None}  # zero width: value alone
+    assert bias["preference_fairness"] == {"value": 0.0, "ci_low": None, "ci_high": None}
+    assert bias["no_interval"]["consistency"] == bias["no_interval"]["fairness"] == ZERO_WIDTH_REASON
     assert bias["order_flipped_share"]["value"] == 0.0
     ranking = run.member["ranking"]["overall"]
     assert ranking["ranking"] == list(MODELS) and ranking["position_inconsistent_ties"] == 0
@@ -207,7 +213,7 @@ def test_report_arena_recomputes_the_same_report_from_the_file_with_or_without_a
         assert (tmp_path / "alone" / f"arena_{TASK}{suffix}").read_bytes() == \
                (run.out / f"arena_{TASK}{suffix}").read_bytes(), suffix
     assert "30 battles x 1 judges, 30 position-inconsistent" in alone.stdout
-    assert "| overall | 30 | 0 | 0.00 [0.00, 0.00] | -1.00 [-1.00, -1.00]" in alone.stdout
+    assert "| overall | 30 | 0 | 0.00 | -1.00 | 1.00 |" in alone.stdout
     # With a judge configured (the test server's, a key, a model): still nothing is asked of it.
     with judge_server() as server:
         configured = _report(tmp_path, "--arena", run.verdicts, "--out", tmp_path / "configured",

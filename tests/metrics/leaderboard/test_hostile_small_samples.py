@@ -136,7 +136,8 @@ def test_two_items_on_the_page_say_not_identified_with_no_plot(two_items, tmp_pa
         assert note.is_visible() and "beta not identified" in note.inner_text()
         assert visit.page.locator(f"#task-{task} p.no-length-plot").is_visible()
         assert visit.page.locator(f"#task-{task} figure.length-plot").count() == 0
-    assert visit.image_count() == 1  # the chart alone
+    # The chart, and each task's arena figure, inline since issue #60 item 8 (a self-contained page): no length plot.
+    assert visit.page.locator("figure.arena-figure img").count() == 2 and visit.image_count() == 1 + 2
 
 
 def test_an_undefined_per_type_mean_names_its_task_metric_and_items(two_items):

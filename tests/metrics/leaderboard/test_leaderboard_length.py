@@ -495,7 +495,8 @@ def test_no_plot_and_no_link_when_length_control_is_off(judged, tmp_path, capsys
     markdown = (out / "leaderboard.md").read_text(encoding="utf-8")
     for text in (page, markdown):
         assert "leaderboard_length" not in text and 'class="length-plot' not in text and "length-controlled" not in text
-    assert page.count("<img") == 1  # the chart alone
+    # The chart and the arena's figure (inline since issue #60 item 8), no length plot.
+    assert page.count("<img") == 2 and page.count('<figure class="arena-figure"') == 1
 
 
 @pytest.mark.parametrize("how", ["captions not logged", "one length per model"])
@@ -522,7 +523,8 @@ def test_a_task_without_length_controlled_values_says_so_instead_of_a_plot(judge
     visit = open_page(out / "leaderboard.html")
     note = visit.page.locator(f"#task-{TASK} p.no-length-plot")
     assert note.is_visible() and why in note.inner_text()
-    assert visit.image_count() == 1 and visit.broken_images() == []  # the chart; no empty plot, no dangling link
+    # The chart and the arena's figure (inline since issue #60 item 8); no empty plot, no dangling link.
+    assert visit.image_count() == 2 and visit.page.locator("figure.arena-figure img").count() == 1 and visit.broken_images() == []
 
 
 HOSTILE_NAME = '<script>pwned()</script> "quoted" \'single\'\nsecond line $\\alpha$ cost $5 ' + "x" * 300

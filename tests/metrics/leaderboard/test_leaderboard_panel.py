@@ -112,7 +112,10 @@ def _csv_kendall(row: dict[str, str], pair: str) -> list[float | None]:
 
 
 def _kendall_text(figure: list[float | None]) -> str:
-    return "—" if figure[0] is None else f"{figure[0]:.2f} [{figure[1]:.2f}, {figure[2]:.2f}]"
+    """The value, and its interval where the run logged one (none from fewer than 5 items: the small-sample rule)."""
+    if figure[0] is None:
+        return "—"
+    return f"{figure[0]:.2f}" + ("" if figure[1] is None else f" [{figure[1]:.2f}, {figure[2]:.2f}]")
 
 
 def _flipped_pairs(results: dict[str, dict]) -> set[frozenset[str]]:
@@ -195,7 +198,12 @@ def test_agreement_per_model_is_the_runs_alpha_and_offsets(runs):
             assert _csv_kendall(rows[name], pair) == kendall
     # harsh gives every verbose caption 0: its tau-b with anyone is undefined there, and shown as such.
     assert [_kendall(results["verbose"], pair)[0] is None for pair in PAIRS] == [True, True, False]
-    assert all(None not in _kendall(results[name], pair) for name in ("good", "fair") for pair in PAIRS)
+    # Defined for good and fair; an interval for each, but where the two members order those items exactly alike
+    # (tau-b 1 in every resample: a zero-width interval, not shown under the small-sample rule since issue #60).
+    for name, pair in ((name, pair) for name in ("good", "fair") for pair in PAIRS):
+        value, low, high = _kendall(results[name], pair)
+        assert value is not None, (name, pair)
+        assert (low is None and high is None and abs(value) == pytest.approx(1.0)) or low < high, (name, pair, value)
     assert all(float(rows[name][f"{TASK}/panel_offset@harsh"]) < 0 for name in MODELS)
     # The tau-b columns come after every column the panel part had before them (the flips last among those).
     header = next(csv.reader((runs["board"] / "leaderboard.csv").open(encoding="utf-8")))
@@ -234,6 +242,9 @@ def test_the_page_shows_the_panel_and_the_flip_in_a_real_browser(runs, open_page
                 assert cell.locator(".value").inner_text() == "—" and cell.locator(".ci").count() == 0
                 continue
             assert cell.locator(".value").inner_text() == f"{kendall[0]:.2f}"
+            if kendall[1] is None:  # logged without an interval (the small-sample rule): the page shows none
+                assert cell.locator(".ci").count() == 0
+                continue
             assert cell.locator(".ci").inner_text() == f"[{kendall[1]:.2f}, {kendall[2]:.2f}]"
 
 

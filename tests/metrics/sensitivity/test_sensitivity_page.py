@@ -4,7 +4,8 @@ back against the JSON the same run wrote: every item, every caption's text, ever
 wrong-way marks exactly where the JSON's per-item shift has the wrong sign, a failed parse shown as failed
 (never 0), hostile text in captions and replies shown as text, and nothing asked of the network.
 
-Few items (--limit 3) keep it quick: 3 x (1 + 5) judgments for one judge, 2 x 3 x (1 + 1) for the panel.
+Few items keep it quick (--limit 6: with g03 unjudged once, 5 clips, the small-sample rule's floor for a
+verdict): 6 x (1 + 5) judgments for one judge, 2 x 6 x (1 + 1) for the panel.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from capjudge.metrics.sensitivity.perturbations import PERTURBATIONS, perturb_al
 
 pytestmark = pytest.mark.slow
 
-ITEMS = 3
+ITEMS = 6
 # A caption that would run script, load an image and end the data block, were it ever put in as HTML.
 HOSTILE = ('<img src=x onerror="document.title=\'pwned\'"> A person </script><script>document.title="pwned"'
            '</script> walks & <b>talks</b> <!-- on stage')

@@ -151,7 +151,7 @@ def test_a_perturbation_that_changed_one_clip_only_has_no_verdict(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads((out / REPORT).read_text(encoding="utf-8"))
     assert asked == 10 + 1 and report["unchanged"] == {"truncation": 9}
-    why = "only 1 clip with a changed pair judged on both sides: a verdict needs at least 2"
+    why = "only 1 clip with a changed pair judged on both sides: a verdict needs at least 5"  # the small-sample rule
     rows = report["shifts"]
     assert rows and all(not row["measured"] and row["not_measured"] == why and "verdict" not in row
                         and row["n_unchanged"] == 9 for row in rows)
@@ -406,7 +406,8 @@ def test_names_that_are_object_methods_are_shown_as_text_and_unchanged_variants_
     captions = _captions(tmp_path, lambda row: next(words))
     out = tmp_path / "out"
     with judge_server() as server:
-        done = _sensitivity(tmp_path, server, "--captions", captions, "--out", out, "--limit", "3",
+        # 5 items: padding is measured, so its row shows the expectation (the small-sample rule's floor, issue #60).
+        done = _sensitivity(tmp_path, server, "--captions", captions, "--out", out, "--limit", "5",
                             "--perturbation", "padding", "--perturbation", "truncation", "--resamples", "200")
     assert done.returncode == 0, done.stderr[-3000:]
     visit = open_page(out / f"sensitivity_{TASK}.html")
@@ -414,12 +415,12 @@ def test_names_that_are_object_methods_are_shown_as_text_and_unchanged_variants_
     shifts = visit.page.evaluate("() => Array.from(document.querySelectorAll('table.shifts tr[data-perturbation]'))"
                                  ".map(row => [row.dataset.perturbation, row.cells[2].textContent, row.cells[8].textContent])")
     truncation = [row for row in shifts if row[0] == "truncation"]
-    assert truncation == [["truncation", "not measured: no variant changed its caption", "— (0 left out, 3 unchanged)"]]
+    assert truncation == [["truncation", "not measured: no variant changed its caption", "— (0 left out, 5 unchanged)"]]
     marks = visit.page.evaluate("() => Array.from(document.querySelectorAll('tbody[data-unchanged=\"true\"] .shift'))"
                                 ".map(span => span.textContent)")
     assert marks and set(marks) == {"unchanged: no test"}
-    assert "3 perturbed captions changed nothing (padding 0" not in visit.page.inner_text("body")
-    assert "3 perturbed captions changed nothing (truncation 3)" in visit.page.inner_text("body")
+    assert "5 perturbed captions changed nothing (padding 0" not in visit.page.inner_text("body")
+    assert "5 perturbed captions changed nothing (truncation 5)" in visit.page.inner_text("body")
 
     document = json.loads((out / REPORT).read_text(encoding="utf-8"))
     document["shifts"][0]["expected"] = "constructor"
