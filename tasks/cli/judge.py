@@ -39,7 +39,7 @@ def register(groups: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     # Imported here, not at the top: `capjudge --help` should not load the client machinery and lmms-eval.
     from capjudge.judges.client.config import ConfigError
-    from capjudge.tasks.run_outcome import EXIT_STATUS, failure_rate_problem
+    from capjudge.judges.run_outcome import EXIT_STATUS, failure_rate_problem
     from capjudge.judges.datasets.items import DatasetError
     from capjudge.tasks.runs.judging.batch_stage import BatchStageError
     from capjudge.tasks.runs.judging.stage import JudgeStageError, caption_source, judge_stage

@@ -33,8 +33,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from capjudge.judges.run_outcome import check_failure_rate
 from capjudge.metrics.statistics.correlation import BootstrapSettings, Coefficient, CorrelationResult, correlate
-from capjudge.tasks.run_outcome import check_failure_rate
 
 logger = logging.getLogger(__name__)
 

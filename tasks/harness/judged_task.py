@@ -42,6 +42,7 @@ from capjudge.judges.record import (
     ReplySample,
     reply_spread,
 )
+from capjudge.judges.run_outcome import lmms_eval_predict_only, max_failure_rate, running_as_lmms_eval
 from capjudge.judges.types import JudgeResult, ParseFailure, Usage
 from capjudge.tasks import capjudge_version
 from capjudge.tasks.harness.aggregations import named_means
@@ -50,7 +51,6 @@ from capjudge.tasks.harness.members import JudgmentsByMember, Member, judge_by_m
 from capjudge.tasks.harness.settings import MAX_CAPTION_CHARS_LIMIT, MAX_JUDGE_SAMPLES, parse_count, setting
 from capjudge.tasks.harness.sources import check_videos, missing_video_problem, video_path
 from capjudge.tasks.harness.prejudge import item_key
-from capjudge.tasks.run_outcome import lmms_eval_predict_only, max_failure_rate, running_as_lmms_eval
 from capjudge.tasks.harness.sourced_task import SourcedTask
 from capjudge.tasks.harness.who_judges import ItemHooks, WhoJudges, who_judges
 from lmms_eval.api.reasoning import parse_reasoning_tags_config, strip_reasoning_tags

@@ -26,9 +26,9 @@ import datasets
 from capjudge.judges.client.config import ConfigError
 from capjudge.judges.datasets.items import DatasetError, ItemFormat, load_rows
 from capjudge.judges.datasets.known_datasets import item_format_of
+from capjudge.judges.run_outcome import refused_inside_lmms_eval
 from capjudge.tasks import TASKS_DIR
 from capjudge.tasks.harness.sources import resolve_source
-from capjudge.tasks.run_outcome import refused_inside_lmms_eval
 from lmms_eval.api.task import ConfigurableTask
 
 

@@ -43,7 +43,7 @@ from typing import Any
 from lmms_eval.api.model import lmms
 
 from capjudge.judges.jsonl import read_json, read_objects
-from capjudge.tasks.run_outcome import refused_inside_lmms_eval
+from capjudge.judges.run_outcome import refused_inside_lmms_eval
 
 MODEL_ID = "captions_file"
 # The document fields tried, in order, when neither `key=` nor the task names the id field.

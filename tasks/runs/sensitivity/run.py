@@ -69,7 +69,7 @@ def judge_into(options: SensitivityRun, perturbations: list[Any], out: Path) -> 
     from capjudge.metrics.sensitivity.outputs import check_outputs, page_found, plot_found, report_found, run_stamp
     from capjudge.metrics.sensitivity.plot import render_shifts_png
     from capjudge.metrics.sensitivity.report import markdown, sensitivity_json, summary_json
-    from capjudge.tasks.run_outcome import EXIT_STATUS, failure_rate_problem
+    from capjudge.judges.run_outcome import EXIT_STATUS, failure_rate_problem
     from capjudge.tasks.runs.judging.stage import load_judged_task
     from capjudge.judges.client.preflight import held_preflight, probes_sent
     from capjudge.tasks.runs.sensitivity.judging import judge_label, judge_planned, judgments_left_to_ask, unjudged_share
