@@ -7,10 +7,10 @@ gone in silence) or writes where the link points; a folder under a file's name i
 before it were written; another run's file is another run's result. A plain file under the name is the
 writer's own output, which a rerun replaces, unless the writer says how to tell whose it is (`Found`).
 
-The error's class is the caller's (`error=`): the commands catch `capjudge.metrics.files.outputs.OutputError`,
-which lives on a floor above this one. Judge-neutral and standard library only, in the bottom layer beside
-`atomic_files`, so that every writer checks its names through it (the leaderboard, the sensitivity and arena
-reports, the item pages).
+The error is `OutputError`, defined here beside the guard so that the guard raises it itself; the commands catch
+it (capjudge.metrics.files.outputs, which checks output folders, names it too). Judge-neutral and standard
+library only, in the bottom layer beside `atomic_files`, so that every writer checks its names through it (the
+leaderboard, the sensitivity and arena reports, the item pages).
 """
 
 from __future__ import annotations
@@ -18,6 +18,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+
+
+class OutputError(ValueError):
+    """An output cannot be written where it was asked for (a folder that cannot be made or written, a name taken
+    by a link, a folder or another run's file); the message names the path and the flag."""
 
 
 @dataclass(frozen=True)
@@ -50,10 +55,14 @@ def output_problem(path: Path, found: Reader | None = None, stamp: str | None = 
     return f"already holds {existing.described}, which this run would replace"
 
 
-def check_output_paths(outputs: Iterable[tuple[Path, Reader | None]], *, error: Callable[[str], Exception],
-                       stamp: str | None = None, flag: str = "--out") -> None:
-    """Every (path, reader) may be written (`output_problem`); otherwise `error` of one line naming the first
-    path that may not, the problem and `flag` (the command's option, or the API's parameter)."""
+def check_output_paths(outputs: Iterable[tuple[Path, Reader | None]], *,
+                       error: Callable[[str], Exception] = OutputError, stamp: str | None = None,
+                       flag: str = "--out") -> None:
+    """Every (path, reader) may be written (`output_problem`); otherwise an OutputError of one line naming the
+    first path that may not, the problem and `flag` (the command's option, or the API's parameter).
+
+    `error` is left over from when OutputError lived a floor up: every caller passes OutputError or nothing, and
+    it goes once metrics/leaderboard/render.py and tasks/cli/report.py stop passing it."""
     for path, found in outputs:
         problem = output_problem(path, found, stamp)
         if problem is not None:

@@ -1,5 +1,7 @@
 """Output folders, checked before any work is done: made (with their parents) and proved writable, or one
-OutputError naming the flag and the folder. Files in them are written whole by `capjudge.judges.atomic_files`.
+OutputError naming the flag and the folder. Files in them are written whole by `capjudge.judges.atomic_files`,
+under names checked by `capjudge.judges.output_paths`, where OutputError is defined (the guard raises it; the
+commands import it from here with `writable_folder`).
 """
 
 from __future__ import annotations
@@ -8,9 +10,9 @@ import argparse
 import tempfile
 from pathlib import Path
 
+from capjudge.judges.output_paths import OutputError
 
-class OutputError(ValueError):
-    """An output folder cannot be written; the message names the flag and the folder."""
+__all__ = ["OutputError", "folder_argument", "writable_folder"]
 
 
 def folder_argument(text: str) -> Path:

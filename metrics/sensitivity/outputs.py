@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 from capjudge.judges.output_paths import Found, check_output_paths
-from capjudge.metrics.files.outputs import OutputError
 
 STAMP_KEY = "run"  # the page data's first key, and the plot's PNG text chunk ("capjudge-run")
 PLOT_STAMP_KEY = "capjudge-run"
@@ -85,7 +84,7 @@ def plot_found(path: Path) -> Found:
 def check_outputs(outputs: Iterable[tuple[Path, Callable[[Path], Found]]], stamp: str, flag: str = "--out") -> None:
     """Every (path, reader) may be written by the run stamped `stamp`: free, or holding that run's own file.
     Otherwise one OutputError naming the file, what holds it and `flag` (`check_output_paths`)."""
-    check_output_paths(outputs, error=OutputError, stamp=stamp, flag=flag)
+    check_output_paths(outputs, stamp=stamp, flag=flag)
 
 
 def _short(text: Any) -> str:

@@ -64,6 +64,12 @@ def test_the_first_refused_name_is_one_line_in_the_callers_error_class(tmp_path)
                                   "replaced")
     with pytest.raises(OutputError, match="c.html: is a symbolic link.*give another out_dir"):
         check_output_paths(outputs[2:], error=OutputError, flag="out_dir")
+    # Without `error`, the guard raises OutputError itself (defined beside it); the commands' import finds it.
+    with pytest.raises(OutputError, match="c.html: is a symbolic link.*give another out_dir") as refused:
+        check_output_paths(outputs[2:], flag="out_dir")
+    from capjudge.judges import output_paths
+
+    assert type(refused.value) is output_paths.OutputError is OutputError  # one class, whichever module names it
     assert not (tmp_path / "a.md").exists()  # the guard only looks
 
 
