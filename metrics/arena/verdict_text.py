@@ -1,13 +1,16 @@
 """The arena report of a verdict file (`verdict_report`) as Markdown (OUT/arena_<task>.md, what `capjudge arena`
 prints) and as JSON (OUT/arena_<task>.json, what `--format json` prints): per judge, position bias (overall
 first, then each rubric dimension) with item-clustered intervals, then the Bradley-Terry ranking beside the
-length-controlled one, and the method. Model and judge names come from the file: in Markdown they are
-escaped so that a name cannot break a table."""
+length-controlled one, and the method. Model and judge names come from the file: in the Markdown file they are
+escaped so that a name cannot break a table; in the terminal (`report_terminal`, what `capjudge arena` and
+`capjudge report --arena` print) they are shown as they are, on one printable line, as a reader types them."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
+from capjudge.judges.text import one_line, plural
 from capjudge.metrics.arena.bradley_terry import ELO_SCALE_TEXT
 from capjudge.metrics.arena.position_bias import PositionBias
 from capjudge.metrics.arena.ratings import ArenaRatings
@@ -46,10 +49,14 @@ def _ci(value: ValueCI, digits: int, scale: float = 1.0) -> str:
 
 def _escape(text: str) -> str:
     """A name from the file, safe in a Markdown table cell and on one line."""
-    text = "".join(character if character.isprintable() else "?" for character in text)
+    text = one_line(text)
     for special in "\\|*_`[]<>#":
         text = text.replace(special, "\\" + special)
     return text
+
+
+# How a name from the file is shown: `_escape` in the Markdown file, `one_line` in the terminal.
+Shown = Callable[[str], str]
 
 
 def _interval_json(value: ValueCI) -> dict[str, float | None]:
@@ -110,7 +117,7 @@ _BIAS_FIGURES = {"consistency": "position consistency", "fairness": "preference 
                  "flipped": "order-flipped share"}
 
 
-def _bias_lines(member: MemberReport, confidence: float) -> list[str]:
+def _bias_lines(member: MemberReport, confidence: float, shown: Shown) -> list[str]:
     """The judge's position bias, a row per dimension (overall first). No row starts with the judge's name:
     the printed summary's rows do (`capjudge arena`'s own table, printed above the report)."""
     lines = [f"| dimension | pairs | pairs with a failed order | position consistency [{confidence:.0%} CI] | "
@@ -118,19 +125,19 @@ def _bias_lines(member: MemberReport, confidence: float) -> list[str]:
              "|---|---:|---:|---|---|---|---:|"]
     for figures in member.dimensions:
         bias = figures.bias
-        lines.append(f"| {_escape(figures.dimension)} | {bias.n_valid} | {bias.n_failed} | {_ci(bias.consistency, 2)} | "
+        lines.append(f"| {shown(figures.dimension)} | {bias.n_valid} | {bias.n_failed} | {_ci(bias.consistency, 2)} | "
                      f"{_ci(bias.fairness, 2)} | {_ci(bias.flipped, 2)} | {bias.inconsistent_ties} |")
-    notes = [f"No interval for {_escape(figures.dimension)} {_BIAS_FIGURES[name]}: {_escape(reason)}."
+    notes = [f"No interval for {shown(figures.dimension)} {_BIAS_FIGURES[name]}: {shown(reason)}."
              for figures in member.dimensions for name, reason in figures.bias.no_interval.items()]
     return lines + ([""] + notes if notes else []) + [""]
 
 
-def _ranking_lines(member: MemberReport, confidence: float) -> list[str]:
+def _ranking_lines(member: MemberReport, confidence: float, shown: Shown) -> list[str]:
     overall = member.overall
-    lines = [f"### {_escape(member.member)} ({_escape(member.judge_model)})", "", "Position bias:", "",
-             *_bias_lines(member, confidence), "Ranking:", ""]
+    lines = [f"### {shown(member.member)} ({shown(member.judge_model)})", "", "Position bias:", "",
+             *_bias_lines(member, confidence, shown), "Ranking:", ""]
     if overall.ratings is None:
-        return lines + [f"No ranking: {_escape(overall.no_ratings)}", ""]
+        return lines + [f"No ranking: {shown(overall.no_ratings)}", ""]
     ratings: ArenaRatings = overall.ratings
     controlled = member.length_controlled
     lines += [f"| # | model | Elo [{confidence:.0%} CI] | length-controlled Elo [{confidence:.0%} CI] | battles |",
@@ -140,44 +147,57 @@ def _ranking_lines(member: MemberReport, confidence: float) -> list[str]:
         rank = ranks[model]
         beside = _ci(controlled.ratings[model], 0) if controlled is not None else "—"
         battles = sum(n for (a, _), n in ratings.battles.items() if a == model)
-        lines.append(f"| {rank} | {_escape(model)} | {_ci(ratings.ratings[model], 0)} | {beside} | {battles} |")
-    lines += ["", f"{ratings.n_battles} battles on {ratings.n_items} items, {ratings.n_ties} ties, of which "
-              f"{overall.bias.inconsistent_ties} position-inconsistent pairs counted as ties "
-              f"({overall.bias.n_flipped} of them flipped the winner); {overall.bias.n_failed} pairs with a failed "
-              "order left out."]
-    lines += [f"No interval for {_escape(model)}: {_escape(reason)}." for model, reason in ratings.no_interval.items()]
+        lines.append(f"| {rank} | {shown(model)} | {_ci(ratings.ratings[model], 0)} | {beside} | {battles} |")
+    inconsistent = plural(overall.bias.inconsistent_ties, "position-inconsistent pair")
+    lines += ["", f"{plural(ratings.n_battles, 'battle')} on {plural(ratings.n_items, 'item')}, "
+              f"{plural(ratings.n_ties, 'tie')}, of which {inconsistent} counted as ties ({overall.bias.n_flipped} of "
+              f"them flipped the winner); {plural(overall.bias.n_failed, 'pair')} with a failed order left out."]
+    lines += [f"No interval for {shown(model)}: {shown(reason)}." for model, reason in ratings.no_interval.items()]
     if controlled is None:
-        lines.append(f"No length-controlled ranking: {_escape(member.no_length_control)}")
+        lines.append(f"No length-controlled ranking: {shown(member.no_length_control)}")
     else:
-        lines.append(f"Length-controlled ranking: {', '.join(map(_escape, controlled.ranking))}; a typical length "
+        lines.append(f"Length-controlled ranking: {', '.join(map(shown, controlled.ranking))}; a typical length "
                      f"difference is worth {_ci(controlled.gamma, 0)} Elo points (> 0: the longer caption wins).")
-        lines += [f"No length-controlled interval for {_escape(name)}: {_escape(reason)}."
+        lines += [f"No length-controlled interval for {shown(name)}: {shown(reason)}."
                   for name, reason in controlled.no_interval.items()]
         if controlled.no_gamma_interval:
-            lines.append(f"No interval for the length difference's worth: {_escape(controlled.no_gamma_interval)}.")
+            lines.append(f"No interval for the length difference's worth: {shown(controlled.no_gamma_interval)}.")
     others = [f for f in member.dimensions[1:]]
     if others:
         lines += ["", "| dimension | ranking (Elo) |", "|---|---|"]
         for figures in others:
-            cell = (f"no ranking: {_escape(figures.no_ratings)}" if figures.ratings is None else ", ".join(
-                f"{_escape(m)} {figures.ratings.ratings[m].value:.0f}" for m in figures.ratings.ranking))
-            lines.append(f"| {_escape(figures.dimension)} | {cell} |")
+            cell = (f"no ranking: {shown(figures.no_ratings)}" if figures.ratings is None else ", ".join(
+                f"{shown(m)} {figures.ratings.ratings[m].value:.0f}" for m in figures.ratings.ranking))
+            lines.append(f"| {shown(figures.dimension)} | {cell} |")
     return lines + [""]
 
 
 def report_markdown(report: VerdictReport) -> str:
+    """The report as the Markdown file holds it: every name from the file escaped."""
+    return _report_text(report, _escape)
+
+
+def report_terminal(report: VerdictReport) -> str:
+    """The report as the terminal prints it: the same text, names as they are (no Markdown escapes a reader
+    would have to undo to copy a model's name), each on one printable line."""
+    return _report_text(report, one_line)
+
+
+def _report_text(report: VerdictReport, shown: Shown) -> str:
     settings = report.settings
-    lines = [f"## Arena report: {_escape(report.task)}, {_escape(report.judge)}", "",
-             f"{len(report.models)} models ({', '.join(map(_escape, report.models))}), {report.n_items} items, "
-             f"{report.n_pairs} pairs per judge, each asked in both orders; verdicts from {_escape(report.verdict_file)}. "
+    lines = [f"## Arena report: {shown(report.task)}, {shown(report.judge)}", "",
+             f"{plural(len(report.models), 'model')} ({', '.join(map(shown, report.models))}), "
+             f"{plural(report.n_items, 'item')}, {plural(report.n_pairs, 'pair')} per judge, each asked in both "
+             f"orders; verdicts from {shown(report.verdict_file)}. "
              "Preference fairness < 0: the judge prefers the caption shown first; > 0 the one shown second.", ""]
     for member in report.members:
-        lines += _ranking_lines(member, settings.confidence)
+        lines += _ranking_lines(member, settings.confidence, shown)
     if not report.members:
         lines += ["No verdicts: the file holds no pairs.", ""]
     lines += ["### Method", "", POSITION_METHOD, "", RANKING_METHOD, "", LENGTH_METHOD, "",
               f"Intervals: {settings.confidence:.0%} percentile, item-clustered bootstrap ({settings.n_resamples} "
               f"resamples of the items, each item's pairs kept together, seed {settings.seed}); none from fewer "
               f"than {MIN_UNITS} items or of zero width (the small-sample rule: README, Small samples).", "",
-              f"Command: `{report.command.replace('`', chr(39))}`"]
+              # A code span in both: nothing in it is escaped, and one line keeps it whole.
+              f"Command: `{one_line(report.command).replace('`', chr(39))}`"]
     return "\n".join(lines) + "\n"

@@ -20,17 +20,13 @@ from __future__ import annotations
 
 import math
 
+from capjudge.judges.text import plural  # the one pluralisation helper; also imported from here (sensitivity)
 from capjudge.metrics.statistics.value_ci import ValueCI
 
 # The fewest resampling units (items or clips) an interval is shown from.
 MIN_UNITS = 5
 
 ZERO_WIDTH_REASON = "every resample gives the same value (a zero-width interval measures nothing)"
-
-
-def plural(count: int, noun: str) -> str:
-    """`1 item`, `3 items`."""
-    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
 
 
 def too_few_units(n_units: int, unit: str = "item") -> str:

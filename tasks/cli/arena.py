@@ -199,7 +199,7 @@ def _judge(args: argparse.Namespace, out: Path, batch: Any) -> int:
     from capjudge.judges.atomic_files import write_replacing
     from capjudge.judges.pairwise.record import arena_file_text
     from capjudge.metrics.arena.verdict_outputs import arena_report
-    from capjudge.metrics.arena.verdict_text import verdict_report_json, report_markdown
+    from capjudge.metrics.arena.verdict_text import report_terminal, verdict_report_json
     from capjudge.tasks.run_outcome import EXIT_STATUS, failure_rate_problem
     from capjudge.tasks.runs.judging.stage import load_judged_task
     from capjudge.tasks.runs.arena.judging import batch_pairs, judge_pairs, member_counts, orders_left_to_ask
@@ -242,7 +242,7 @@ def _judge(args: argparse.Namespace, out: Path, batch: Any) -> int:
     counts = member_counts(records, members)
     print(arena_summary_json(args.task, label, command, counts, path, verdict_report_json(report), probes)
           if args.format == "json"
-          else summary_table(args.task, label, models, records, counts, path, probes) + "\n\n" + report_markdown(report))
+          else summary_table(args.task, label, models, records, counts, path, probes) + "\n\n" + report_terminal(report))
     failed = sum(row.failed_orders for row in counts)
     problem = failure_rate_problem(failed, 2 * len(records))
     if problem is not None:

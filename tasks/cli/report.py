@@ -31,6 +31,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from capjudge.judges.text import plural
 from capjudge.metrics.files.outputs import folder_argument
 
 EXIT_OK, EXIT_DATA_ERROR, EXIT_USAGE = 0, 1, 2
@@ -82,8 +83,9 @@ def handle_report(args: argparse.Namespace) -> int:
     page = write_page(report, args.out)
     items = sum(len(section.items) for section in report.sections)
     unshown = sum(1 for section in report.sections for item in section.items if item.visual.problem)
-    print(f"wrote {page}: {len(report.sections)} tasks, {items} items, {len(report.runs)} runs"
-          + (f"; frames not shown for {unshown} items (see the page)" if unshown else ""))
+    print(f"wrote {page}: {plural(len(report.sections), 'task')}, {plural(items, 'item')}, "
+          f"{plural(len(report.runs), 'run')}" + (f"; frames not shown for {plural(unshown, 'item')} (see the page)"
+                                                  if unshown else ""))
     for warning in report.warnings:
         print(f"warning: {warning}", file=sys.stderr)
     return EXIT_OK
@@ -130,7 +132,7 @@ def _sensitivity_page(args: argparse.Namespace) -> int:
 def _arena_report(args: argparse.Namespace) -> int:
     from capjudge.judges.pairwise.record import ArenaFileError
     from capjudge.metrics.arena.verdict_outputs import arena_report, report_files
-    from capjudge.metrics.arena.verdict_text import report_markdown
+    from capjudge.metrics.arena.verdict_text import report_terminal
     from capjudge.metrics.files.outputs import OutputError, writable_folder
 
     problem = ("give --arena FILE alone, not with RUNs or --sensitivity" if args.runs or args.sensitivity is not None
@@ -153,7 +155,7 @@ def _arena_report(args: argparse.Namespace) -> int:
         print(f"capjudge report: {error}", file=sys.stderr)
         return EXIT_USAGE
     inconsistent = sum(member.overall.bias.inconsistent_ties for member in report.members)
-    print(f"wrote {files.page}: {report.n_pairs} battles x {len(report.members)} judges, {inconsistent} "
-          f"position-inconsistent; the report {files.markdown} (.json, .png)\n")
-    print(report_markdown(report), end="")
+    print(f"wrote {files.page}: {plural(report.n_pairs, 'battle')} x {plural(len(report.members), 'judge')}, "
+          f"{inconsistent} position-inconsistent; the report {files.markdown} (.json, .png)\n")
+    print(report_terminal(report), end="")  # the file keeps its Markdown escapes; the terminal shows names as they are
     return EXIT_OK

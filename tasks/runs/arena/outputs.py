@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from capjudge.judges.pairwise.record import ArenaFileError, PairRecord, arena_stamp, read_arena_file
+from capjudge.judges.text import one_line, plural
 from capjudge.metrics.arena.verdict_outputs import check_report_files, report_files
 from capjudge.metrics.sensitivity.outputs import Found, check_outputs
 from capjudge.tasks.runs.arena.judging import MemberCounts
@@ -56,14 +57,15 @@ def probes_line(probes: int) -> str:
 
 def summary_table(task: str, judge: str, models: int, records: Sequence[PairRecord], counts: Sequence[MemberCounts],
                   path: Path, probes: int = 0) -> str:
-    """The printed summary: what was asked, then a row per judge (or panel member), then the probes sent."""
+    """The printed summary: what was asked, then a row per judge (or panel member), then the probes sent. Names
+    are printed as they are (a terminal needs no Markdown escapes), each on one printable line."""
     items = len({record.item_id for record in records})
-    lines = [f"capjudge arena: task {task}, {judge}; {models} models, {items} items, {counts[0].pairs} pairs, "
-             "each asked in both orders",
+    lines = [f"capjudge arena: task {one_line(task)}, {one_line(judge)}; {plural(models, 'model')}, "
+             f"{plural(items, 'item')}, {plural(counts[0].pairs, 'pair')}, each asked in both orders",
              "",
              "| judge | pairs | verdicts in both orders | position-inconsistent (overall) | failed orders | requests | from cache |",
              "|---|---:|---:|---:|---:|---:|---:|"]
-    lines += [f"| {r.member} | {r.pairs} | {r.both_orders} | {r.flips} | {r.failed_orders} | {r.requests} | "
+    lines += [f"| {one_line(r.member)} | {r.pairs} | {r.both_orders} | {r.flips} | {r.failed_orders} | {r.requests} | "
               f"{r.cache_hits} |" for r in counts]
     lines += ["", "Position-inconsistent: the overall verdict changed when the captions swapped places (a tie for the "
               "ranking); the report's order-flipped share counts only the pairs whose winner reversed."]

@@ -212,7 +212,7 @@ def test_report_arena_recomputes_the_same_report_from_the_file_with_or_without_a
     for suffix in (".md", ".json", ".html"):
         assert (tmp_path / "alone" / f"arena_{TASK}{suffix}").read_bytes() == \
                (run.out / f"arena_{TASK}{suffix}").read_bytes(), suffix
-    assert "30 battles x 1 judges, 30 position-inconsistent" in alone.stdout
+    assert "30 battles x 1 judge, 30 position-inconsistent" in alone.stdout
     assert "| overall | 30 | 0 | 0.00 | -1.00 | 1.00 |" in alone.stdout
     # With a judge configured (the test server's, a key, a model): still nothing is asked of it.
     with judge_server() as server:

@@ -168,7 +168,7 @@ def test_the_page_shows_every_item_with_the_judges_input_and_what_it_said(runs, 
     # Every image decoded: ten G-VEval strips, and eight AnyCap frames for each item whose clip is still there.
     assert visit.broken_images() == []
     assert visit.image_count() == 10 + 9 * 8
-    assert "frames not shown for 1 items" in runs.stdout
+    assert "frames not shown for 1 item (see the page)" in runs.stdout
 
     # The frames are the bytes the judge was sent: G-VEval's strip, AnyCap's eight JPEGs.
     good = _captions("good")
