@@ -6,7 +6,8 @@ The main table's column "arena (Elo, 95% CI)" is `arena_cells`'. After the task'
 its models by rating (#) with their battles, mean score and rank by mean score (# by mean), the win-rate
 matrix (row model's share of the points against the column's, ties half; columns named by the arena rank),
 the pairs the arena orders otherwise than the mean score, the figure (leaderboard_arena_<task>.png, a file
-beside the page, linked) and the method. A task whose runs make no arena shows one line saying why instead.
+beside the page, linked; or the page's own figure markup, which leaderboard.html passes in to show the PNG
+inline) and the method. A task whose runs make no arena shows one line saying why instead.
 """
 
 from __future__ import annotations
@@ -146,9 +147,16 @@ def arena_markdown_lines(section: ArenaSection, shorts: Mapping[str, str], wrapp
     return lines
 
 
-def arena_html(section: ArenaSection, table: Callable[[Columns, str], str]) -> str:
+def _figure_link(file_name: str) -> str:
+    escape = html.escape
+    return (f'<p class="arena-figure"><a class="arena-figure" href="{escape(file_name)}">The arena\'s ratings with '
+            f"their intervals ({escape(file_name)})</a></p>")
+
+
+def arena_html(section: ArenaSection, table: Callable[[Columns, str], str], figure: str | None = None) -> str:
     """The arena part of leaderboard.html (`div.arena`): `table(columns, kind)` writes one sortable table of the
-    arena's rows, as the page's other tables."""
+    arena's rows, as the page's other tables. `figure` is the figure's markup as the page shows it (the page
+    inlines the PNG); without it, a line links the figure's file beside the page."""
     escape = html.escape
     head = f'<div class="arena" id="arena-{escape(section.task)}"><h3>Arena</h3>'
     if section.reason:
@@ -164,7 +172,6 @@ def arena_html(section: ArenaSection, table: Callable[[Columns, str], str]) -> s
         f'<p class="note">{escape(section.matrix_caption)}</p>',
         f'<div class="wide">{table((*section.keys, *section.matrix), "arena-wins")}</div>',
         f'<p class="note arena-order-caption">{escape(section.order_caption)}</p>{order}',
-        f'<p class="arena-figure"><a class="arena-figure" href="{escape(section.figure)}">The arena\'s ratings with '
-        f"their intervals ({escape(section.figure)})</a></p>",
+        figure if figure is not None else _figure_link(section.figure),
         f'<p class="note arena-method">{escape(section.method)}</p></div>',
     ])

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import base64
 import html
-import re
 from collections.abc import Mapping
 from functools import cache
 from importlib.resources import files
@@ -40,10 +39,6 @@ from capjudge.metrics.leaderboard.length_plot import (
     plot_caption,
     render_length_pngs,
 )
-
-# arena_html links the arena's figure as a file beside the page, in a line of its own (`p.arena-figure`); this
-# page inlines it instead. No data can start a line with this markup: every text in arena_html is escaped.
-_ARENA_FIGURE_LINK = re.compile(r'^<p class="arena-figure">.*</p>$', re.MULTILINE)
 
 
 @cache
@@ -93,10 +88,9 @@ def _arena(board: Leaderboard, task: str, pngs: Mapping[str, bytes]) -> str:
     arena = arena_section(board, task)
     if arena is None:
         return ""
-    markup = arena_html(arena, lambda columns, kind: _table(columns, arena.rows, task, kind))
-    if arena.reason or arena.figure not in pngs:
-        return markup
-    return _ARENA_FIGURE_LINK.sub(lambda _: _arena_figure(arena, pngs[arena.figure]), markup, count=1)
+    # The figure inline when its PNG was made (arena_html links the file beside the page otherwise).
+    figure = _arena_figure(arena, pngs[arena.figure]) if not arena.reason and arena.figure in pngs else None
+    return arena_html(arena, lambda columns, kind: _table(columns, arena.rows, task, kind), figure)
 
 
 def _arena_figure(arena: ArenaSection, png: bytes) -> str:
