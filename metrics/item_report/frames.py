@@ -8,6 +8,12 @@ Nothing is kept at judge time: the run logs only the video's path. When that fil
 another machine, clips deleted), `--videos DIR` finds a clip of the same file name under DIR; otherwise the
 item says, in the page, which file it needed and why it cannot be shown. An item the judge saw no frames for
 (its video was already missing at judge time, or the judge was text-only) says that instead.
+
+What the judge saw is read from the record, never assumed from the judge's name alone: a text-only judge or
+mode ("text only: ... mode 'references' sends no frames"), and a judge model that cannot see images although
+its judge sent frames: capjudge's embedded local judge (`judge.model` EMBEDDED_JUDGE_MODEL), whose server drops
+the image parts of every request. Its frames are still shown, as what the request carried, under a description
+that says the judge read the text alone.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from capjudge.judges.atomic_files import write_replacing
 from capjudge.judges.descriptor import FrameGeometry
 from capjudge.judges.known_judges import SHIPPED_JUDGES, judge_descriptor
 from capjudge.judges.record import Judgment, LoggedJudge
+from capjudge.judges.text import EMBEDDED_JUDGE_MODEL
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 # Failure kinds of an item whose judge got no frames at all.
@@ -42,14 +49,15 @@ class VisualInput:
 
 @dataclass(frozen=True)
 class FrameRequest:
-    """Which frames one item's judge saw: the judge, its mode, the logged video, and the judge's frame geometry
-    (None: the shipped judge of that name's, or none known)."""
+    """Which frames one item's judge saw: the judge, its mode, the logged video, the judge's frame geometry
+    (None: the shipped judge of that name's, or none known), and the judge model that read the request."""
 
     judge: str | None
     mode: str | None  # the judge's logged `mode` setting (G-VEval: "frames", "frames+references", "references")
     video: str | None  # None: the judge was given no video (a text-only mode)
     failure: str | None  # the judgment's failure kind (video_missing/video_unreadable: the judge saw nothing)
     frames: FrameGeometry | None = None
+    model: str | None = None  # the logged `judge.model`
 
     def geometry(self) -> FrameGeometry | None:
         if self.frames is not None:
@@ -67,16 +75,32 @@ class FrameRequest:
     def judge_known(self) -> bool:
         return self.frames is not None or (self.judge or "") in SHIPPED_JUDGES
 
+    @property
+    def images_dropped(self) -> bool:
+        """The request carried frames, but its judge model reads text only: the embedded judge's server drops
+        every image part (judges/local/llama_server.py), so the model judged the text alone."""
+        return self.model == EMBEDDED_JUDGE_MODEL and self.judge_known and not self.text_only and \
+            self.failure not in VIDEO_FAILURES
+
 
 def describe(request: FrameRequest) -> str:
+    """What the judge was sent, as the page's "The judge saw:" line says it: the frames, or "text only" and why."""
     if request.judge is None:
         return "not known: the run logged no judge for this item"
     if not request.judge_known:
         return f"not known: the report does not know judge {request.judge!r}'s visual input"
     mode = f", mode '{request.mode}'" if request.mode else ""
     geometry = request.geometry()
-    if geometry is None or request.text_only:
-        return f"no image: judge {request.judge!r} reads text only{mode}"
+    if geometry is None:
+        return f"text only: judge {request.judge!r} sends no images{mode}"
+    if request.mode == "references":
+        return f"text only: judge {request.judge!r} in mode 'references' sends no frames (the references instead)"
+    if request.text_only:
+        return f"text only: judge {request.judge!r} was given no video{mode}"
+    if request.images_dropped:
+        return (f"text only: the request carried {geometry.describe()}{mode}, but the judge model "
+                f"{request.model!r} is capjudge's embedded local judge, which reads text only: its server dropped "
+                "the images, so it judged the text alone")
     return geometry.describe() + mode
 
 
@@ -89,7 +113,7 @@ class FrameRenderer:
         self._done: dict[tuple[Any, ...], VisualInput] = {}
 
     def render(self, task: str, item_id: str, request: FrameRequest) -> VisualInput:
-        key = (task, item_id, request.judge, request.mode, request.video, request.geometry())
+        key = (task, item_id, request.judge, request.mode, request.video, request.geometry(), request.model)
         if key not in self._done:
             self._done[key] = self._render(task, item_id, request)
         return self._done[key]
@@ -97,7 +121,8 @@ class FrameRenderer:
     def render_all(self, wanted: Sequence[tuple[str, str, FrameRequest]]) -> None:
         """Render many items ahead of `render`, on every core: decoding (PyAV) and resizing (Pillow) release
         the GIL, and the judges' own frame-building bound keeps memory in check, as when judging."""
-        todo = {(task, item_id, r.judge, r.mode, r.video, r.geometry()): (task, item_id, r) for task, item_id, r in wanted}
+        todo = {(task, item_id, r.judge, r.mode, r.video, r.geometry(), r.model): (task, item_id, r)
+                for task, item_id, r in wanted}
         todo = {key: args for key, args in todo.items() if key not in self._done}
         with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
             for key, visual in zip(todo, pool.map(lambda args: self._render(*args), todo.values())):
@@ -161,6 +186,7 @@ def frame_request(judge: LoggedJudge | None, judgment: Judgment | None) -> Frame
         video=judgment.video if judgment is not None else None,
         failure=judgment.failure if judgment is not None else None,
         frames=descriptor.frames if descriptor is not None else None,
+        model=judge.model if judge is not None else None,
     )
 
 

@@ -48,6 +48,7 @@ from capjudge.metrics.files.judged_by import JudgedBy, judged_by_record
 from capjudge.metrics.files.run_file_error import RunFileError
 from capjudge.metrics.files.runs import Run, read_runs
 from capjudge.metrics.files.task_run import TaskRun, logged_record
+from capjudge.metrics.leaderboard.caveats import embedded_judge_warnings
 
 PAGE_NAME = "report.html"
 
@@ -134,7 +135,8 @@ def build_item_report(arguments: Sequence[str], out: Path, videos_dir: Path | No
     tasks = list(dict.fromkeys(task for run in runs for task in run.tasks))
     sections = tuple(_section(task, runs, renderer) for task in tasks)
     sources = tuple(RunSource(run.name, tuple(str(p) for p in run.results_paths)) for run in runs)
-    return ItemReport(sections, sources, tuple(warnings))
+    # The leaderboard's caveat of the embedded judge, so the page of its items says it too (the page lists these).
+    return ItemReport(sections, sources, (*embedded_judge_warnings(runs), *warnings))
 
 
 @dataclass(frozen=True)
@@ -243,20 +245,17 @@ def _item(task: str, entries: list[tuple[str, _Logged]], judgments: list[ModelJu
 
 def _frames_shown(entries: list[tuple[str, _Logged]]) -> tuple[str, FrameRequest]:
     """The item's id, and the frames its judge saw: from a model whose judge saw them, when one did (another
-    model's judgment may have failed on the video)."""
+    model's judgment may have failed on the video, or its judge model may have dropped the images)."""
     line, record = entries[0][1].line, entries[0][1].record
     item_id = record.item_id if record is not None and record.item_id is not None else str(line.get("doc_id"))
-    seen = next((entry.record for _, entry in entries if _failure(entry.record) not in VIDEO_FAILURES), record)
-    return item_id, frame_request(seen.judge if seen is not None else None, _judgment(seen))
+    requests = [frame_request(entry.record.judge if entry.record is not None else None, _judgment(entry.record))
+                for _, entry in entries]
+    sent = [request for request in requests if request.failure not in VIDEO_FAILURES]
+    return item_id, next((request for request in sent if not request.images_dropped), (sent or requests)[0])
 
 
 def _judgment(record: JudgedRecord | None) -> Judgment | None:
     return record.judgment if record is not None else None
-
-
-def _failure(record: JudgedRecord | None) -> str | None:
-    judgment = _judgment(record)
-    return judgment.failure if judgment is not None else None
 
 
 def _references(target: Any) -> tuple[str, ...]:

@@ -1,6 +1,6 @@
-"""What a leaderboard warns about: tasks not run or run without per-sample logs, different item sets,
-different judges or settings, high failure rates, k > 1 replies that no metric can be traced to, and models
-left unranked."""
+"""What a leaderboard warns about: scores from capjudge's embedded judge (a pipeline check, not a judge), tasks
+not run or run without per-sample logs, different item sets, different judges or settings, high failure rates,
+k > 1 replies that no metric can be traced to, and models left unranked."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from capjudge.judges.text import EMBEDDED_JUDGE_CAVEAT, EMBEDDED_JUDGE_MODEL, plural
 from capjudge.metrics.files.runs import Run
 from capjudge.metrics.leaderboard.replies import TaskReplies
 from capjudge.metrics.leaderboard.stats import Estimate, LeaderboardSettings
@@ -17,7 +18,7 @@ from capjudge.metrics.leaderboard.table import LeaderboardRow, MetricColumn
 def consistency_warnings(
     runs: Sequence[Run], columns: Sequence[MetricColumn], estimates: Mapping[str, Mapping[str, Estimate]], settings: LeaderboardSettings
 ) -> list[str]:
-    notes: list[str] = []
+    notes = embedded_judge_warnings(runs)  # first: it says what every score on the page is worth
     tasks = list(dict.fromkeys(c.task for c in columns))
     for task in tasks:
         present = [run for run in runs if task in run.tasks]
@@ -43,6 +44,19 @@ def consistency_warnings(
                     "its scores cover only the items the judge scored"
                 )
     return notes
+
+
+def embedded_judge_warnings(runs: Sequence[Run]) -> list[str]:
+    """The embedded judge's caveat, when a task's scores are its: known by the judge model the runs logged
+    (`judge.model`), not by the command that ran, so any page built from such runs says it (the demo's
+    leaderboard and report, and `capjudge leaderboard` or `capjudge report` over those runs later)."""
+    tasks = list(dict.fromkeys(task for run in runs for task, task_run in run.tasks.items()
+                               if any(judge.model == EMBEDDED_JUDGE_MODEL for judge in task_run.judges)))
+    if not tasks:
+        return []
+    return [f"{', '.join(tasks)}: judged by {EMBEDDED_JUDGE_MODEL}, {EMBEDDED_JUDGE_CAVEAT}. For scores that mean "
+            "something, judge with a real model (a vision model for frames; `capjudge demo --remote-judge` with "
+            "one configured)"]
 
 
 def _item_set_warnings(task: str, runs: Sequence[Run], columns: Sequence[MetricColumn]) -> list[str]:
@@ -76,7 +90,7 @@ def _judge_warnings(task: str, runs: Sequence[Run]) -> list[str]:
     per_run = {run.name: run.tasks[task].judges for run in runs}
     for name, judges in per_run.items():
         if len(judges) > 1:
-            labels = "; ".join(f"{j.label()} ({count} items)" for j, count in judges.items())
+            labels = "; ".join(f"{j.label()} ({plural(count, 'item')})" for j, count in judges.items())
             notes.append(f"{task}: {name} was judged by more than one judge or setting: {labels}")
     unknown = [name for name, judges in per_run.items() if not judges]
     known = {name: frozenset(judges) for name, judges in per_run.items() if judges}

@@ -114,6 +114,7 @@ def _refusal_in(log_file: Path) -> str | None:
 def _run_steps(options: DemoOptions, out: Path, steps: list[str], server_context: Any, started: float) -> int:
     from tqdm import tqdm
 
+    from capjudge.judges.text import EMBEDDED_JUDGE_CAVEAT
     from capjudge.metrics.item_report.page import write_page
     from capjudge.metrics.item_report.report import build_item_report, items_link
     from capjudge.metrics.leaderboard.board import LeaderboardSettings, build_leaderboard
@@ -169,8 +170,9 @@ def _run_steps(options: DemoOptions, out: Path, steps: list[str], server_context
     if board.warnings:
         print("Warnings:", *board.warnings, sep="\n  ")
     if local is not None:
-        print("\nThese scores come from a 270M text-only model: they prove the pipeline, not caption quality. "
-              "Run `capjudge demo --remote-judge` with a real judge configured (see README) for meaningful ones.")
+        # The files say it too: the leaderboard's and the report's caveats key on the judge model the runs logged.
+        print(f"\nThese scores come from {EMBEDDED_JUDGE_CAVEAT}. Run `capjudge demo --remote-judge` with a real "
+              "judge configured (see README) for meaningful ones.")
     return 0
 
 

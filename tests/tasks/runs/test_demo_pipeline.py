@@ -13,8 +13,10 @@ for each item once in the suite: each real-model reply costs seconds on two core
 
 from __future__ import annotations
 
+import html
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -59,6 +61,17 @@ def test_the_demo_stops_at_once_when_its_judge_dies_and_the_rerun_completes_end_
     assert "NOT a meaningful judge" in completed.stdout  # the honesty notice
     for name in ("leaderboard.md", "leaderboard.csv", "leaderboard.html", "leaderboard.png", "report/report.html"):
         assert (out / name).stat().st_size > 0
+    # The embedded judge's caveat is in every page the demo wrote, not only on its terminal (issue #63 item 3),
+    # keyed on the judge model its runs logged; the Markdown escapes and wraps it, the HTML escapes it.
+    from capjudge.judges.text import EMBEDDED_JUDGE_CAVEAT, EMBEDDED_JUDGE_MODEL
+
+    for name in ("leaderboard.md", "leaderboard.html", "report/report.html"):
+        text = re.sub(r"\s+", " ", html.unescape((out / name).read_text(encoding="utf-8"))).replace("\\", "")
+        assert f"judged by {EMBEDDED_JUDGE_MODEL}, {EMBEDDED_JUDGE_CAVEAT}" in text, name
+    assert EMBEDDED_JUDGE_CAVEAT in completed.stdout
+    # Its items say the judge read the text alone, though the request carried the frames shown.
+    page = (out / "report" / "report.html").read_text(encoding="utf-8")
+    assert page.count("text only: the request carried ") == 2  # one item of each task
     # Each task's leaderboard row links to that model's items in the per-item report, and the frames the
     # judges saw are there as files beside it (the demo clips are in the repository).
     leaderboard_html = (out / "leaderboard.html").read_text()
