@@ -61,8 +61,7 @@ def check_output_paths(outputs: Iterable[tuple[Path, Reader | None]], *,
     """Every (path, reader) may be written (`output_problem`); otherwise an OutputError of one line naming the
     first path that may not, the problem and `flag` (the command's option, or the API's parameter).
 
-    `error` is left over from when OutputError lived a floor up: every caller passes OutputError or nothing, and
-    it goes once metrics/leaderboard/render.py and tasks/cli/report.py stop passing it."""
+    `error`: another exception class for a caller that raises its own (capjudge's writers all use OutputError)."""
     for path, found in outputs:
         problem = output_problem(path, found, stamp)
         if problem is not None:

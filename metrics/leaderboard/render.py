@@ -96,7 +96,7 @@ class LeaderboardFiles:
 def check_leaderboard_names(out_dir: Path, flag: str = "--out", plots: Iterable[str] = ()) -> None:
     """The four files' names and `plots` in `out_dir` free or plain files (`check_output_paths`): the command
     checks the four before it builds the board, `write_leaderboard` all of them before it writes any."""
-    check_output_paths(((out_dir / name, None) for name in (*FILE_NAMES, *plots)), error=OutputError, flag=flag)
+    check_output_paths(((out_dir / name, None) for name in (*FILE_NAMES, *plots)), flag=flag)
 
 
 def write_leaderboard(board: Leaderboard, out_dir: Path | str, *, flag: str = "out_dir") -> LeaderboardFiles:

@@ -200,7 +200,7 @@ def _judge(args: argparse.Namespace, out: Path, batch: Any) -> int:
     from capjudge.judges.pairwise.record import arena_file_text
     from capjudge.metrics.arena.verdict_outputs import arena_report
     from capjudge.metrics.arena.verdict_text import report_terminal, verdict_report_json
-    from capjudge.tasks.run_outcome import EXIT_STATUS, failure_rate_problem
+    from capjudge.judges.run_outcome import EXIT_STATUS, failure_rate_problem
     from capjudge.tasks.runs.judging.stage import load_judged_task
     from capjudge.tasks.runs.arena.judging import batch_pairs, judge_pairs, member_counts, orders_left_to_ask
     from capjudge.tasks.runs.judging.batch_stage import cache_only_recorders

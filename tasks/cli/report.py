@@ -71,7 +71,7 @@ def handle_report(args: argparse.Namespace) -> int:
         print(f"capjudge report: --videos {args.videos}: no such folder", file=sys.stderr)
         return EXIT_DATA_ERROR
     try:  # a folder or link under report.html: one line now, not a traceback after the frames were written
-        check_output_paths([(writable_folder(args.out) / PAGE_NAME, None)], error=OutputError)
+        check_output_paths([(writable_folder(args.out) / PAGE_NAME, None)])
     except OutputError as error:
         print(f"capjudge report: {error}", file=sys.stderr)
         return EXIT_USAGE
