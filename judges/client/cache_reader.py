@@ -81,15 +81,19 @@ class CacheReader:
             self._conn = None
 
 
-class _Recorder:
-    """A client that keeps each request a judge asks of it and sends nothing (every answer: "not sent")."""
+class RequestRecorder:
+    """A client that keeps each request a judge asks of it, as asked, and sends nothing (every answer: "not
+    sent"), so that the judges' reply caches can be asked which of them a run would send. `capjudge estimate`'s
+    client is one that also counts tokens."""
+
+    not_sent = "looked up in the reply cache only"
 
     def __init__(self) -> None:
         self.asked: list[tuple[ChatRequest, Callable[[JudgeReply], Any], dict[str, Any]]] = []
 
     def judge(self, request: ChatRequest, parse: Callable[[JudgeReply], Any], **how: Any) -> JudgeOutcome[Any]:
         self.asked.append((request, parse, how))
-        return JudgeOutcome(None, ParseFailure("not_sent", "looked up in the reply cache only"), (), (), Usage())
+        return JudgeOutcome(None, ParseFailure("not_sent", self.not_sent), (), (), Usage())
 
 
 def any_request_left(configs: Sequence[JudgeConfig], units: Iterable[Callable[[Any], Any]]) -> bool:
@@ -106,7 +110,7 @@ def any_request_left(configs: Sequence[JudgeConfig], units: Iterable[Callable[[A
         for config in configs:
             readers.append(CacheReader(config))
         for unit in units:
-            recorder = _Recorder()
+            recorder = RequestRecorder()
             unit(recorder)  # a unit that is never sent (a caption too long, a video missing) asks nothing
             if any(reader.needs_request(request, parse, **how)
                    for reader in readers for request, parse, how in recorder.asked):

@@ -27,7 +27,7 @@ import logging
 import os
 import sys
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 
@@ -65,6 +65,16 @@ def probes_sent() -> int:
     """How many pre-flight probes this process has sent."""
     with _lock:
         return _sent
+
+
+def probe_if_left(left_to_ask: bool, check: Callable[[], None]) -> int:
+    """The probe held back while a command loaded its task (`held_preflight`): `check` (the task's own
+    `check_judge`) sent only when a request is `left_to_ask`; how many probes that sent, for the command to print
+    apart from its requests."""
+    before = probes_sent()
+    if left_to_ask:
+        check()
+    return probes_sent() - before
 
 
 @contextmanager

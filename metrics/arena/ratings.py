@@ -8,9 +8,8 @@ warm start: the resampled optimum is near). A resample that draws no battle of s
 model's rating undefined: it is counted and left out of the percentiles.
 
 Two ratings get no interval, and say why (`no_interval`), rather than a bracket of zero width read as certainty:
-every rating when the battles come from fewer items than the small-sample rule asks (capjudge.metrics.statistics.
-small_samples: 5), and the rating
-of a model that won, or lost, every one of its battles. Such a model's maximum-likelihood strength is infinite:
+every rating when the battles come from fewer items than the small-sample rule asks (5: capjudge.metrics.
+statistics.small_samples), and the rating of a model that won, or lost, every one of its battles. Such a model's maximum-likelihood strength is infinite:
 its finite value is set by the fit's tiny regularisation (FastChat's C = 1e6), not by the battles, and every
 resample says the same. Any other interval of zero width (every resample gives the model the same rating, as for
 the middle model of three that beat each other in a perfect order) is no interval either.
@@ -29,7 +28,7 @@ from capjudge.metrics.arena.bradley_terry import (ELO_SCALE_TEXT, BattleRows, de
                                                   fit_strengths_many)
 from capjudge.metrics.arena.errors import ArenaError
 from capjudge.metrics.arena.resampling import count_blocks, percentile_ci
-from capjudge.metrics.statistics.small_samples import too_few_units
+from capjudge.metrics.statistics.small_samples import is_zero_width, too_few_units
 from capjudge.metrics.statistics.value_ci import ValueCI
 
 METHOD = (
@@ -134,13 +133,13 @@ def drop_zero_width(intervals: dict[str, ValueCI], no_interval: dict[str, str]) 
     last digits) taken out of `intervals`, the reason put in `no_interval`: a zero-width interval measures
     nothing."""
     for model, figure in intervals.items():
-        if figure.ci_low is not None and figure.ci_high - figure.ci_low < ZERO_WIDTH_ELO:
+        if is_zero_width(figure.ci_low, figure.ci_high, ZERO_WIDTH_ELO):  # the small-sample rule's test
             no_interval[model] = "every resample gives it the same rating (a zero-width interval measures nothing)"
             intervals[model] = ValueCI(figure.value)
 
 
 def no_interval_reasons(table: BattleTable, n_items: int) -> dict[str, str]:
-    """model -> why its rating gets no interval (see the module docstring): battles on fewer than two items, or
+    """model -> why its rating gets no interval (see the module docstring): battles on too few items, or
     a model that won or lost every one of its battles (its rating is the regularisation's)."""
     too_few = too_few_units(n_items, "item")  # the small-sample rule (capjudge.metrics.statistics.small_samples)
     if too_few:

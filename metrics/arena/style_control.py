@@ -15,10 +15,10 @@ Identification: gamma is a claim about length only where the battles can tell le
 cannot when every battle is decided by the models: a model that won or lost every one of its battles has an
 infinite strength (its finite value the fit's regularisation's) that explains them whatever gamma is, and once
 such models are set aside the rest may be decided the same way (a judge that ignores length, good > fair > poor
-on every item, got "595 [564, 1569]" Elo points for length); nor when
-each battle's length difference is fixed by its two models (the covariate is a combination of the model
-columns), when the battles come from fewer items than the small-sample rule asks, or when more than a tenth of
-the resamples are undefined (the leaderboard's length control uses the same floor and share). Then there is no
+on every item, got "595 [564, 1569]" Elo points for length); nor when each battle's length difference is fixed
+by its two models (the covariate is a combination of the model columns), when the battles come from fewer items
+than the small-sample rule asks, or when more than a tenth of the resamples are undefined (the leaderboard's
+length control uses the same floor and share). Then there is no
 length-controlled ranking and no gamma: `style_controlled` raises `LengthNotIdentified`, whose text says why.
 """
 
@@ -110,9 +110,8 @@ def style_controlled(table: BattleTable, words: Mapping[tuple[str, str], int],
     points = table.points[item_of, pair_of]
     n_models = len(table.models)
     n_items = int(np.isfinite(table.points).any(axis=1).sum())
-    _check_identified(table, n_items, design_matrix(BattleRows(first, second, points), n_models), d, first, second,
-                      points)
     design = design_matrix(BattleRows(first, second, points, (d / scale)[:, None]), n_models)
+    _check_identified(table, n_items, design[:, :n_models], d, first, second, points)
     estimate = fit_strengths(design, points, np.ones(points.size))
     draws, n_undefined = [], 0
     if settings.n_resamples >= 2:

@@ -386,12 +386,15 @@ def _length_bias_lines(bias: ExcessLengthBias) -> list[str]:
         return f"{figure.value:+.3f}" + (f" [{figure.ci_low:+.3f}, {figure.ci_high:+.3f}]" if with_ci else "")
 
     excess = bias.value_ci
-    # A zero-width interval (every resample gives one excess: the scorer's slope is the raters', to rounding) is no
-    # interval under the small-sample rule; at 0 it still shows no excess, and says why there is no bracket.
-    level = excess.ci_low is not None or (bias.no_interval == ZERO_WIDTH_REASON and abs(excess.value) < 1e-9)
-    verdict = ("the scorer rewards length beyond the raters" if excess.ci_low is not None and excess.ci_low > 0 else
-               "no excess length bias shown" + (f" ({bias.no_interval})" if bias.no_interval else "") if level else
-               f"no interval ({bias.no_interval or 'no resamples'})")
+    if excess.ci_low is not None:
+        verdict = ("the scorer rewards length beyond the raters" if excess.ci_low > 0 else
+                   "no excess length bias shown")
+    elif bias.no_interval == ZERO_WIDTH_REASON and abs(excess.value) < 1e-9:
+        # Every resample gives one excess, 0 (the scorer's slope is the raters', to rounding): no interval under
+        # the small-sample rule, and still no excess shown; the reason says why there is no bracket.
+        verdict = f"no excess length bias shown ({bias.no_interval})"
+    else:
+        verdict = f"no interval ({bias.no_interval or 'no resamples'})"
     return [
         "Length bias (within-clip slope on standardised log words; scores in SD units; "
         f"{bias.judge.n_candidates:,} candidates, {bias.judge.n_clusters:,} clips):",

@@ -67,9 +67,10 @@ class LeaderboardSettings:
 
 @dataclass(frozen=True)
 class Estimate:
-    """A metric's value for one model: mean over the items with a value, and its CI (None when it cannot be
-    computed: fewer than 5 items or zero width, the small-sample rule; no resamples; or no per-sample log); two-level when the items' values are
-    means of k > 1 judge replies (then `noise_share` says how much of its width is judge noise)."""
+    """A metric's value for one model: mean over the items with a value, and its CI (None when the small-sample
+    rule withholds it, from fewer than 5 items or of zero width; without resamples; or without a per-sample log);
+    two-level when the items' values are means of k > 1 judge replies (then `noise_share` says how much of its
+    width is judge noise)."""
 
     value: float | None
     ci_low: float | None

@@ -46,12 +46,12 @@ class LengthSlope:
     @property
     def value_ci(self) -> ValueCI:
         """The slope with its interval, under the small-sample rule (few clips, zero width: the slope alone)."""
-        return under_rule(_value_ci(self.slope, self.interval), self.n_clusters, "clip")[0]
+        return _shown(self.slope, self.interval, self.n_clusters)[0]
 
     @property
     def no_interval(self) -> str:
         """Why `value_ci` has no interval under the small-sample rule ("" when it has one, or had none)."""
-        return under_rule(_value_ci(self.slope, self.interval), self.n_clusters, "clip")[1]
+        return _shown(self.slope, self.interval, self.n_clusters)[1]
 
 
 @dataclass(frozen=True)
@@ -67,15 +67,18 @@ class ExcessLengthBias:
     @property
     def value_ci(self) -> ValueCI:
         """The excess with its paired interval, under the small-sample rule."""
-        return under_rule(_value_ci(self.excess, self.interval), self.judge.n_clusters, "clip")[0]
+        return _shown(self.excess, self.interval, self.judge.n_clusters)[0]
 
     @property
     def no_interval(self) -> str:
-        return under_rule(_value_ci(self.excess, self.interval), self.judge.n_clusters, "clip")[1]
+        return _shown(self.excess, self.interval, self.judge.n_clusters)[1]
 
 
-def _value_ci(value: float, interval: Interval | None) -> ValueCI:
-    return ValueCI(value, *((interval.low, interval.high) if interval is not None else (None, None)))
+def _shown(value: float, interval: Interval | None, n_clips: int) -> tuple[ValueCI, str]:
+    """`value` with `interval` as the small-sample rule lets it be shown (clips are the resampled units), and why
+    not where it does not."""
+    figure = ValueCI(value, *((interval.low, interval.high) if interval is not None else (None, None)))
+    return under_rule(figure, n_clips, "clip")
 
 
 def standardised_log_length(

@@ -195,7 +195,7 @@ def _dry_run(args: argparse.Namespace, prices: tuple[float, float] | None) -> in
 def _judge(args: argparse.Namespace, out: Path, batch: Any) -> int:
     from contextlib import nullcontext
 
-    from capjudge.judges.client.preflight import batch_preflight, held_preflight, probes_sent
+    from capjudge.judges.client.preflight import batch_preflight, held_preflight, probe_if_left
     from capjudge.judges.atomic_files import write_replacing
     from capjudge.judges.pairwise.record import arena_file_text
     from capjudge.metrics.arena.verdict_outputs import arena_report
@@ -218,12 +218,10 @@ def _judge(args: argparse.Namespace, out: Path, batch: Any) -> int:
     path = out / FILE_NAME.format(task=args.task)
     check_arena_output(path, args.task, label, command,
                        [[p.item_id, p.model_a, p.caption_a, p.model_b, p.caption_b, m] for p in pairs for m in members])
-    probes = probes_sent()
-    if orders_left_to_ask(task, judge, pairs):
-        # A --batch run's pre-flight probes the Batch API path, not an online completion (as `capjudge judge --batch`).
-        with batch_preflight() if batch is not None else nullcontext():
-            task.check_judge()
-    probes = probes_sent() - probes
+    left_to_ask = orders_left_to_ask(task, judge, pairs)
+    # A --batch run's pre-flight probes the Batch API path, not an online completion (as `capjudge judge --batch`).
+    with batch_preflight() if batch is not None else nullcontext():
+        probes = probe_if_left(left_to_ask, task.check_judge)
     recorder_for = None
     if batch is not None:
         summary = batch_pairs(task, judge, pairs, out / "batch", batch)

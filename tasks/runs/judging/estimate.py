@@ -33,9 +33,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
+from capjudge.judges.client.cache_reader import RequestRecorder
 from capjudge.judges.client.charge import LearnedCharge
 from capjudge.judges.client.rate_limits import TokenEstimate, estimate_tokens
-from capjudge.judges.types import ChatRequest, JudgeOutcome, JudgeReply, ParseFailure, Usage
+from capjudge.judges.types import ChatRequest, JudgeOutcome, JudgeReply
 
 if TYPE_CHECKING:
     from capjudge.tasks.harness.who_judges import WhoJudges
@@ -48,19 +49,21 @@ class EstimateError(ValueError):
     """A bad option or input; the message names it."""
 
 
-class EstimatingClient:
+class EstimatingClient(RequestRecorder):
     """A judge client that builds each request, counts it, and sends nothing. It keeps each request as the
-    judge asked for it, so that the judges' reply caches can be asked which of them a run would send."""
+    judge asked for it (`RequestRecorder`), so that the judges' reply caches can be asked which of them a run
+    would send."""
+
+    not_sent = "estimate only"
 
     def __init__(self, model: str | None):
+        super().__init__()
         self.model = model
         self.estimates: list[TokenEstimate] = []
-        self.asked: list[tuple[ChatRequest, Callable[[JudgeReply], Any], dict[str, Any]]] = []
 
     def judge(self, request: ChatRequest, parse: Callable[[JudgeReply], Any], **kwargs: Any) -> JudgeOutcome[Any]:
         self.estimates.append(estimate_tokens(request))
-        self.asked.append((request, parse, kwargs))
-        return JudgeOutcome(None, ParseFailure("not_sent", "estimate only"), (), (), Usage())
+        return super().judge(request, parse, **kwargs)
 
 
 @dataclass(frozen=True)

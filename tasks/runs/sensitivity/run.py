@@ -71,7 +71,7 @@ def judge_into(options: SensitivityRun, perturbations: list[Any], out: Path) -> 
     from capjudge.metrics.sensitivity.report import markdown, sensitivity_json, summary_json
     from capjudge.judges.run_outcome import EXIT_STATUS, failure_rate_problem
     from capjudge.tasks.runs.judging.stage import load_judged_task
-    from capjudge.judges.client.preflight import held_preflight, probes_sent
+    from capjudge.judges.client.preflight import held_preflight, probe_if_left
     from capjudge.tasks.runs.sensitivity.judging import judge_label, judge_planned, judgments_left_to_ask, unjudged_share
 
     # Loaded without its pre-flight probe, sent below once the names are free and a judgment is left to ask: a
@@ -87,10 +87,7 @@ def judge_into(options: SensitivityRun, perturbations: list[Any], out: Path) -> 
     stamp = run_stamp(task.config.task, judge_label(task.identity()), command,
                       [(item.item_id, item.original) for item in planned])
     check_outputs([(path, report_found), (plot, plot_found), (page_path(path), page_found)], stamp)
-    probes = probes_sent()
-    if judgments_left_to_ask(task, planned):
-        task.check_judge()
-    probes = probes_sent() - probes
+    probes = probe_if_left(judgments_left_to_ask(task, planned), task.check_judge)
     report = judge_planned(task, planned, perturbations, n_resamples=options.resamples, seed=options.seed)
     document = {**sensitivity_json(report, command), "judge_identity": dict(task.identity())}
     write_replacing(path, json.dumps(document, indent=2, ensure_ascii=False, default=str) + "\n")
